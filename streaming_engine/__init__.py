@@ -1,0 +1,3 @@
+"""A checkpointed pipeline engine on Spark Structured Streaming (see ARCHITECTURE.md)."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,3 @@
+from streaming_engine.cli import main
+
+raise SystemExit(main())

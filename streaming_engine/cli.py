@@ -1,0 +1,130 @@
+"""Command line, in the style of SeaTunnel's starter.
+
+    streaming-engine [run|check|explain|plugins] -c job.conf [-i key=value ...]
+                     [--check] [-n NAME] [-m MASTER] [-e DEPLOY_MODE] [--strict]
+                     [--format text|json|dot|mermaid]
+
+Exit codes: 0 success, 1 the job (config or run) failed, 2 bad command line.
+Bad input never shows a Python traceback: problems are printed, each with
+file, plugin block and key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Sequence
+
+from streaming_engine import logs
+from streaming_engine.errors import ConfigError, EngineError, Problem
+from streaming_engine.plan.render import FORMATS, render
+
+COMMANDS = ("run", "check", "explain", "plugins")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="streaming-engine",
+        description="Run SeaTunnel-style job configs on Spark Structured Streaming with exactly-once Delta sinks.",
+    )
+    p.add_argument("command", nargs="?", choices=COMMANDS, default=None, help="default: run (check with --check)")
+    p.add_argument("plugin", nargs="?", default=None, help="with 'plugins': show one plugin's options")
+    p.add_argument("-c", "--config", help="job file (.conf HOCON, .yaml/.yml, .json)")
+    p.add_argument("-i", "--variable", action="append", default=[], metavar="KEY=VALUE",
+                   help="value for ${KEY} in the job file (repeatable; the environment is used too)")
+    p.add_argument("--check", action="store_true", help="only validate the config (same as the 'check' command)")
+    p.add_argument("-n", "--name", help="job name (overrides env.job.name)")
+    p.add_argument("-m", "--master", default="local[2]", help="Spark master (default local[2])")
+    p.add_argument("-e", "--deploy-mode", default="client", choices=("client", "cluster"), help="Spark deploy mode")
+    p.add_argument("--strict", action="store_true", help="unknown options are errors, not warnings")
+    p.add_argument("--format", default="text", choices=FORMATS, help="output format of explain/check")
+    p.add_argument("--log-format", default="text", choices=("text", "json"), help="structured log format")
+    p.add_argument("--log-level", default="WARNING", help="log level (default WARNING)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    logs.configure(args.log_format, args.log_level)
+    command = args.command or ("check" if args.check else "run")
+    try:
+        if command == "plugins":
+            return _plugins(args.plugin)
+        if not args.config:
+            parser.error("the following arguments are required: -c/--config")
+        if args.plugin:
+            parser.error(f"unexpected argument {args.plugin!r}")
+        return _with_job(command, args)
+    except ConfigError as e:
+        _print_problems(e.problems, args.format)
+        return 1
+    except EngineError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+
+
+def _with_job(command: str, args: argparse.Namespace) -> int:
+    from streaming_engine.config.loader import parse_variables
+    from streaming_engine.job import compile_file
+
+    variables = parse_variables(args.variable)
+    job = compile_file(args.config, variables, strict=args.strict, job_name=args.name)
+    _print_problems(job.dag.warnings, "text")
+    if command == "check":
+        if args.format == "json":
+            print(json.dumps({"ok": True, "warnings": [w.to_dict() for w in job.dag.warnings]}, indent=2))
+        else:
+            n = len(job.plan.pipelines)
+            print(f"OK: {args.config} is valid ({len(job.dag.vertices)} plugins, {n} pipeline{'s' if n != 1 else ''})")
+        return 0
+    if command == "explain":
+        sys.stdout.write(render(job, args.format))
+        return 0
+    return _run(job, args)
+
+
+def _run(job, args: argparse.Namespace) -> int:
+    try:
+        from streaming_engine.runtime.runner import run_job
+    except ImportError:
+        sys.stdout.write(render(job, "text"))
+        print("error: the runtime is not available in this build yet; 'explain' above shows what it would run",
+              file=sys.stderr)
+        return 1
+    return run_job(job, master=args.master, deploy_mode=args.deploy_mode)
+
+
+def _print_problems(problems: Sequence[Problem], fmt: str) -> None:
+    if not problems:
+        return
+    if fmt == "json":
+        print(json.dumps({"ok": False, "problems": [p.to_dict() for p in problems]}, indent=2), file=sys.stderr)
+        return
+    errors = [p for p in problems if p.severity == "error"]
+    if errors:
+        print(f"{len(errors)} error{'s' if len(errors) != 1 else ''} in the job config:", file=sys.stderr)
+    for p in problems:
+        print(f"  {p}", file=sys.stderr)
+
+
+def _plugins(name: str | None) -> int:
+    from streaming_engine.plugins.registry import REGISTRIES
+
+    if name is None:
+        for kind, reg in REGISTRIES.items():
+            print(f"{kind}s: {', '.join(reg.names())}")
+        return 0
+    for kind, reg in REGISTRIES.items():
+        cls = reg.find(name)
+        if cls is None:
+            continue
+        print(f"{cls.name} ({kind}){': ' + cls.description if cls.description else ''}")
+        for fname, f in cls.Options.model_fields.items():
+            key = f.alias or fname
+            req = "required" if f.is_required() else f"default {f.default!r}"
+            print(f"  {key:<28} {req:<24} {f.description or ''}")
+        return 0
+    print(f"error: no plugin named {name!r}", file=sys.stderr)
+    return 1

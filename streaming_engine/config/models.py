@@ -1,0 +1,227 @@
+"""Raw dicts -> validated models: the env block and each plugin's options.
+
+Problems are returned, not raised, so the DAG builder can report every problem
+of a file at once. Unknown keys are warnings naming the closest known key
+(SeaTunnel ignores them silently); with ``strict`` they are errors.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from streaming_engine.config.loader import RawBlock
+from streaming_engine.errors import Location, Problem
+from streaming_engine.plugins.base import Plugin, option_keys
+from streaming_engine.plugins.registry import REGISTRIES
+
+_KIND_NAMES = {"source": "source", "transform": "transform", "sink": "sink"}
+
+
+class EnvConfig(BaseModel):
+    """The ``env { }`` block. Keys are SeaTunnel's; ``spark.*`` keys pass through to Spark."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+    job_name: str | None = Field(None, alias="job.name", description="Job name; stable ids derive from it.")
+    job_mode: Literal["BATCH", "STREAMING"] = Field("BATCH", alias="job.mode", description="BATCH or STREAMING.")
+    parallelism: int = Field(1, ge=1, description="Default parallelism of every plugin.")
+    checkpoint_interval: int = Field(
+        10_000, ge=1, alias="checkpoint.interval", description="Milliseconds between checkpoints (micro-batches)."
+    )
+    checkpoint_timeout: int = Field(600_000, ge=1, alias="checkpoint.timeout", description="Checkpoint timeout, ms.")
+    checkpoint_dir: str = Field(
+        "work/checkpoints",
+        validation_alias=AliasChoices("checkpoint.dir", "checkpoint_dir"),
+        alias="checkpoint.dir",
+        description="Root directory of checkpoints; each pipeline gets <root>/<job>/<pipeline-key>.",
+    )
+    job_retry_times: int = Field(3, ge=0, alias="job.retry.times", description="Restarts before the job fails.")
+    job_retry_interval_seconds: int = Field(
+        3, ge=0, alias="job.retry.interval.seconds", description="Seconds between restarts."
+    )
+    chaining: bool = Field(True, description="Chain consecutive transforms into one stage.")
+    spark: dict[str, str] = Field(default_factory=dict, description="spark.* settings passed to Spark as-is.")
+
+    @field_validator("job_mode", mode="before")
+    @classmethod
+    def _upper(cls, v: Any) -> Any:
+        return v.upper() if isinstance(v, str) else v
+
+    @classmethod
+    def known_keys(cls) -> set[str]:
+        return option_keys(cls)
+
+    @property
+    def streaming(self) -> bool:
+        return self.job_mode == "STREAMING"
+
+
+# ---------------------------------------------------------------------------
+# flattening dotted keys
+
+
+def flatten_options(raw: dict[str, Any], known: set[str], prefix: str = "") -> dict[str, Any]:
+    """Undo HOCON's nesting of dotted keys, guided by the known option names.
+
+    ``{"row": {"num": 5}}`` becomes ``{"row.num": 5}`` when ``row.num`` is a
+    known key; an object under a known key (``schema { ... }``) stays nested.
+    Lists of objects (``tables_configs``, ``table_transform``) are flattened
+    item by item against the same names.
+    """
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        full = f"{prefix}{key}"
+        if full in known:
+            out[full] = _flatten_items(value, known)
+        elif isinstance(value, dict) and any(k.startswith(full + ".") for k in known):
+            out.update(flatten_options(value, known, full + "."))
+        elif isinstance(value, dict) and value and not any(k == full for k in known):
+            # unknown nested object: report its leaves with their dotted names
+            nested = flatten_options(value, known, full + ".")
+            out.update(nested)
+        else:
+            out[full] = value
+    return out
+
+
+def _flatten_items(value: Any, known: set[str]) -> Any:
+    if isinstance(value, list):
+        return [flatten_options(v, known) if isinstance(v, dict) else v for v in value]
+    return value
+
+
+def did_you_mean(key: str, known: set[str]) -> str:
+    close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+    if not close:
+        low = {k.lower(): k for k in known}
+        if key.lower() in low:
+            close = [low[key.lower()]]
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _split_known(
+    flat: dict[str, Any], known: set[str], loc: Location, strict: bool
+) -> tuple[dict[str, Any], list[Problem]]:
+    problems = []
+    kept = {}
+    for key, value in flat.items():
+        if key in known:
+            kept[key] = value
+        else:
+            problems.append(
+                Problem(
+                    "CONFIG.UNKNOWN_OPTION",
+                    {"key": key, "hint": did_you_mean(key, known)},
+                    loc.with_key(key),
+                    "error" if strict else "warning",
+                )
+            )
+    return kept, problems
+
+
+def validation_problems(e: ValidationError, loc: Location) -> list[Problem]:
+    out = []
+    for err in e.errors():
+        key = ".".join(str(p) for p in err["loc"]) or None
+        msg = err["msg"]
+        if msg.startswith("Value error, "):
+            msg = msg[len("Value error, ") :]
+        if err["type"] == "missing":
+            msg = "required option is missing"
+        out.append(Problem("CONFIG.INVALID_OPTION", {"detail": msg}, loc.with_key(key)))
+    return out
+
+
+# ---------------------------------------------------------------------------
+# env
+
+
+def parse_env(raw_env: dict[str, Any], file: str | None, strict: bool) -> tuple[EnvConfig, list[Problem]]:
+    loc = Location(file, "env")
+    defaults = engine_defaults()
+    flat = flatten_options({**defaults, **raw_env}, set())  # env keys are all scalars: flatten fully
+    spark = {k: _spark_str(v) for k, v in flat.items() if k.startswith("spark.")}
+    rest = {k: v for k, v in flat.items() if not k.startswith("spark.")}
+    known = EnvConfig.known_keys() - {"spark"}
+    kept, problems = _split_known(rest, known, loc, strict)
+    if file and "job.name" not in kept:
+        kept["job.name"] = Path(file).stem
+    try:
+        env = EnvConfig.model_validate({**kept, "spark": spark})
+    except ValidationError as e:
+        problems += validation_problems(e, loc)
+        env = EnvConfig.model_validate({"spark": spark})
+    return env, problems
+
+
+def _spark_str(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def engine_defaults() -> dict[str, Any]:
+    """``env`` defaults from ``conf/engine.conf`` (or $STREAMING_ENGINE_CONF)."""
+    path = os.environ.get("STREAMING_ENGINE_CONF")
+    candidate = Path(path) if path else Path(__file__).resolve().parents[2] / "conf" / "engine.conf"
+    if not candidate.is_file():
+        return {}
+    from streaming_engine.config.loader import load_text
+
+    raw = load_text(candidate.read_text(encoding="utf-8"), file=str(candidate))
+    return raw.env
+
+
+# ---------------------------------------------------------------------------
+# plugin blocks
+
+
+def resolve_plugin_class(block: RawBlock) -> tuple[type[Plugin] | None, list[Problem]]:
+    registry = REGISTRIES[block.section]
+    cls = registry.find(block.plugin)
+    if cls is None:
+        return None, [
+            Problem(
+                "CONFIG.UNKNOWN_PLUGIN",
+                {"kind": _KIND_NAMES[block.section], "name": block.plugin, "available": ", ".join(registry.names())},
+                block.location,
+            )
+        ]
+    return cls, []
+
+
+def validate_block(block: RawBlock, strict: bool = False) -> tuple[Plugin | None, list[Problem]]:
+    """Look the plugin up and validate its options; never raises on bad input."""
+    cls, problems = resolve_plugin_class(block)
+    if cls is None:
+        return None, problems
+    known = cls.Options.known_keys()
+    flat = flatten_options(block.options, known)
+    kept, problems = _split_known(flat, known, block.location, strict)
+    try:
+        options = cls.Options.model_validate(kept)
+    except ValidationError as e:
+        return None, problems + validation_problems(e, block.location)
+    return cls(options), problems
+
+
+def wiring_of(block: RawBlock) -> tuple[list[str] | None, str | None]:
+    """plugin_input / plugin_output as written (legacy names too), without validation.
+
+    Used so wiring is checked even for blocks whose other options are invalid.
+    """
+    o = block.options
+    inp = o.get("plugin_input", o.get("source_table_name"))
+    out = o.get("plugin_output", o.get("result_table_name"))
+    if isinstance(inp, str):
+        inp = [p.strip() for p in inp.split(",") if p.strip()]
+    elif isinstance(inp, list):
+        inp = [str(p) for p in inp]
+    else:
+        inp = None
+    return inp or None, (str(out) if out is not None and block.section != "sink" else None)

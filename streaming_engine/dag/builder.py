@@ -1,0 +1,337 @@
+"""RawJob -> validated LogicalDag, reporting every problem of the file at once.
+
+Steps, each adding problems rather than stopping:
+1. env and plugin options (unknown plugins, unknown/invalid options);
+2. wiring: output names (duplicates), input names (dangling, ambiguous defaults);
+3. graph checks: cycles, sinks no source reaches, sources nobody reads;
+4. schema propagation in topological order, so a transform naming a missing
+   column or a sink fed an incompatible table fails before Spark starts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, replace
+
+from streaming_engine.config.loader import RawBlock, RawJob
+from streaming_engine.config.models import did_you_mean, parse_env, validate_block, wiring_of
+from streaming_engine.dag.logical import LogicalDag, LogicalEdge, LogicalVertex
+from streaming_engine.errors import ConfigError, EngineError, Problem
+from streaming_engine.plugins.base import Plugin
+from streaming_engine.schema import Dataset
+
+
+@dataclass
+class _Node:
+    block: RawBlock
+    id: str
+    plugin: Plugin | None
+    inputs: list[str]
+    explicit_inputs: bool
+    output: str | None  # configured output name
+    dataset: str | None  # dataset name produced (configured or implicit)
+
+
+def build_dag(raw: RawJob, strict: bool = False) -> LogicalDag:
+    problems: list[Problem] = list(raw.warnings)
+    env, env_problems = parse_env(raw.env, raw.file, strict)
+    problems += env_problems
+
+    nodes = _nodes(raw, strict, problems)
+    for section in ("source", "sink"):
+        if not any(n.block.section == section for n in nodes):
+            problems.append(Problem("CONFIG.EMPTY_JOB", {"section": section}, _file_loc(raw, section)))
+
+    producers = _check_outputs(nodes, problems)
+    _resolve_inputs(nodes, producers, problems)
+    edges = [
+        LogicalEdge(producers[name].id, n.id, name) for n in nodes for name in n.inputs if name in producers
+    ]
+    by_id = {n.id: n for n in nodes}
+    cyclic = _check_cycles(nodes, edges, problems)
+    _check_reachability(nodes, edges, cyclic, problems)
+
+    schemas = _propagate_schemas(nodes, edges, by_id, problems)
+
+    errors = [p for p in problems if p.severity == "error"]
+    if errors:
+        raise ConfigError(errors + [p for p in problems if p.severity == "warning"])
+
+    uids = _stable_uids(nodes)
+    vertices = tuple(
+        LogicalVertex(
+            id=n.id,
+            kind=n.block.section,  # type: ignore[arg-type]
+            plugin_name=n.plugin.name,  # type: ignore[union-attr]
+            uid=uids[n.id],
+            location=n.block.location,
+            inputs=tuple(n.inputs),
+            output=n.dataset if n.block.section != "sink" else None,
+            parallelism=n.plugin.options.parallelism or env.parallelism,  # type: ignore[union-attr]
+            plugin=n.plugin,  # type: ignore[arg-type]
+            schema=schemas[n.id],
+        )
+        for n in nodes
+    )
+    job_name = env.job_name or "job"
+    return LogicalDag(job_name, env, vertices, tuple(edges), tuple(problems))
+
+
+def _file_loc(raw: RawJob, section: str):
+    from streaming_engine.errors import Location
+
+    return Location(raw.file, section)
+
+
+def _nodes(raw: RawJob, strict: bool, problems: list[Problem]) -> list[_Node]:
+    nodes = []
+    for number, block in enumerate(raw.blocks, start=1):
+        plugin, block_problems = validate_block(block, strict)
+        problems += block_problems
+        inputs, output = wiring_of(block)
+        name = plugin.name if plugin else block.plugin
+        vid = f"{name}#{number}"
+        if block.section == "source" and inputs:
+            inputs = None  # sources read no dataset; plugin options already flag the key
+        dataset = output or (vid if block.section != "sink" else None)
+        nodes.append(_Node(block, vid, plugin, list(inputs or []), bool(inputs), output, dataset))
+    return nodes
+
+
+def _check_outputs(nodes: list[_Node], problems: list[Problem]) -> dict[str, _Node]:
+    producers: dict[str, _Node] = {}
+    for n in nodes:
+        if n.dataset is None:
+            continue
+        if n.dataset in producers:
+            problems.append(
+                Problem(
+                    "CONFIG.DUPLICATE_OUTPUT",
+                    {"output": n.dataset, "other": producers[n.dataset].id},
+                    n.block.location.with_key("plugin_output"),
+                )
+            )
+            continue
+        producers[n.dataset] = n
+    return producers
+
+
+def _resolve_inputs(nodes: list[_Node], producers: dict[str, _Node], problems: list[Problem]) -> None:
+    """Explicit names must exist; a missing name reads the single upstream dataset."""
+    consumed_by_transforms: set[str] = set()
+    produced_so_far: list[str] = []
+    names = set(producers)
+    for n in nodes:
+        sec = n.block.section
+        loc = n.block.location.with_key("plugin_input")
+        if sec == "source":
+            if n.dataset in producers and producers[n.dataset] is n:
+                produced_so_far.append(n.dataset)
+            continue
+        if n.explicit_inputs:
+            for name in n.inputs:
+                if name not in names:
+                    problems.append(
+                        Problem("CONFIG.DANGLING_INPUT", {"input": name, "hint": did_you_mean(name, names)}, loc)
+                    )
+        else:
+            if sec == "transform":
+                candidates = [d for d in produced_so_far if d not in consumed_by_transforms]
+            else:
+                all_produced = [d for d in producers if producers[d].block.section != "sink"]
+                candidates = [d for d in all_produced if d not in consumed_by_transforms]
+            if len(candidates) == 1:
+                n.inputs = candidates
+            elif not candidates:
+                problems.append(Problem("CONFIG.NO_INPUT", {}, loc))
+            else:
+                problems.append(
+                    Problem("CONFIG.AMBIGUOUS_INPUT", {"count": len(candidates), "candidates": ", ".join(candidates)}, loc)
+                )
+        max_inputs = getattr(n.plugin, "max_inputs", None) if sec == "transform" else None
+        if max_inputs is not None and len(n.inputs) > max_inputs:
+            problems.append(
+                Problem("CONFIG.TOO_MANY_INPUTS", {"count": len(n.inputs), "inputs": ", ".join(n.inputs)}, loc)
+            )
+        if sec == "transform":
+            consumed_by_transforms.update(n.inputs)
+            if n.dataset in producers and producers[n.dataset] is n:
+                produced_so_far.append(n.dataset)
+
+
+def _check_cycles(nodes: list[_Node], edges: list[LogicalEdge], problems: list[Problem]) -> set[str]:
+    """Report each cycle once, as ``A#1 -> B#2 -> A#1``; return the ids on cycles."""
+    succ: dict[str, list[str]] = {n.id: [] for n in nodes}
+    for e in edges:
+        succ[e.src].append(e.dst)
+    order = {n.id: i for i, n in enumerate(nodes)}
+    color: dict[str, int] = {}
+    on_cycle: set[str] = set()
+    seen_cycles: set[frozenset[str]] = set()
+    by_id = {n.id: n for n in nodes}
+
+    def visit(start: str) -> None:
+        stack: list[tuple[str, int]] = [(start, 0)]
+        path: list[str] = [start]
+        color[start] = 1
+        while stack:
+            vid, i = stack[-1]
+            nxt = succ[vid]
+            if i < len(nxt):
+                stack[-1] = (vid, i + 1)
+                w = nxt[i]
+                if color.get(w, 0) == 0:
+                    color[w] = 1
+                    stack.append((w, 0))
+                    path.append(w)
+                elif color[w] == 1:
+                    cycle = path[path.index(w) :]
+                    key = frozenset(cycle)
+                    on_cycle.update(cycle)
+                    if key not in seen_cycles:
+                        seen_cycles.add(key)
+                        first = min(cycle, key=order.__getitem__)
+                        k = cycle.index(first)
+                        ring = cycle[k:] + cycle[:k] + [first]
+                        problems.append(
+                            Problem("CONFIG.CYCLE", {"cycle": " -> ".join(ring)}, by_id[first].block.location)
+                        )
+            else:
+                color[vid] = 2
+                stack.pop()
+                path.pop()
+
+    for n in nodes:
+        if color.get(n.id, 0) == 0:
+            visit(n.id)
+    return on_cycle
+
+
+def _check_reachability(
+    nodes: list[_Node], edges: list[LogicalEdge], cyclic: set[str], problems: list[Problem]
+) -> None:
+    succ: dict[str, list[str]] = {n.id: [] for n in nodes}
+    for e in edges:
+        succ[e.src].append(e.dst)
+    reached: set[str] = set()
+    frontier = [n.id for n in nodes if n.block.section == "source"]
+    while frontier:
+        vid = frontier.pop()
+        if vid in reached:
+            continue
+        reached.add(vid)
+        frontier.extend(succ[vid])
+    for n in nodes:
+        sec = n.block.section
+        if sec == "sink" and n.inputs and (n.id not in reached or _depends_on(n.id, edges, cyclic)):
+            problems.append(
+                Problem("CONFIG.UNREACHABLE_SINK", {"input": ", ".join(n.inputs)}, n.block.location)
+            )
+        if sec == "source" and not succ[n.id] and n.plugin is not None:
+            problems.append(
+                Problem("CONFIG.UNREAD_SOURCE", {"output": n.dataset}, n.block.location, severity="warning")
+            )
+
+
+def _depends_on(vid: str, edges: list[LogicalEdge], targets: set[str]) -> bool:
+    if not targets:
+        return False
+    pred: dict[str, list[str]] = {}
+    for e in edges:
+        pred.setdefault(e.dst, []).append(e.src)
+    seen, frontier = set(), [vid]
+    while frontier:
+        v = frontier.pop()
+        if v in targets:
+            return True
+        if v not in seen:
+            seen.add(v)
+            frontier.extend(pred.get(v, ()))
+    return False
+
+
+def _topological(nodes: list[_Node], edges: list[LogicalEdge]) -> list[str]:
+    indeg = Counter(e.dst for e in edges)
+    succ: dict[str, list[str]] = {n.id: [] for n in nodes}
+    for e in edges:
+        succ[e.src].append(e.dst)
+    ready = [n.id for n in nodes if indeg[n.id] == 0]
+    out = []
+    while ready:
+        vid = ready.pop(0)
+        out.append(vid)
+        for w in succ[vid]:
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                ready.append(w)
+    return out  # vertices on cycles are left out
+
+
+def _propagate_schemas(
+    nodes: list[_Node], edges: list[LogicalEdge], by_id: dict[str, _Node], problems: list[Problem]
+) -> dict[str, Dataset]:
+    schemas: dict[str, Dataset | None] = {}
+    inputs_of: dict[str, list[str]] = {n.id: [] for n in nodes}
+    for e in edges:
+        inputs_of[e.dst].append(e.src)
+    for vid in _topological(nodes, edges):
+        n = by_id[vid]
+        upstream = [schemas.get(u) for u in inputs_of[vid]]
+        if n.plugin is None or any(u is None for u in upstream) or len(upstream) != len(n.inputs):
+            schemas[vid] = None  # its own problem was reported; skip dependants quietly
+            continue
+        try:
+            if n.block.section == "source":
+                schemas[vid] = n.plugin.output()  # type: ignore[attr-defined]
+            elif n.block.section == "transform":
+                schemas[vid] = n.plugin.output(upstream)  # type: ignore[attr-defined]
+            else:
+                merged = Dataset(tuple(t for d in upstream for t in d.tables))  # type: ignore[union-attr]
+                n.plugin.check_input(merged)  # type: ignore[attr-defined]
+                schemas[vid] = merged
+        except EngineError as e:
+            problems.append(Problem(e.condition, e.params, n.block.location.with_key(_key_of(e))))
+            schemas[vid] = None
+        except Exception as e:  # a plugin bug must still not become a traceback
+            problems.append(
+                Problem("SCHEMA.INVALID", {"detail": f"{type(e).__name__}: {e}"}, n.block.location)
+            )
+            schemas[vid] = None
+    return {k: v or Dataset() for k, v in schemas.items()}
+
+
+def _key_of(e: EngineError) -> str | None:
+    key = e.params.get("key") if isinstance(e.params, dict) else None
+    return str(key) if key else None
+
+
+def _slug(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", s).strip("_") or "x"
+
+
+def _stable_uids(nodes: list[_Node]) -> dict[str, str]:
+    """Identities from configured names, not positions where avoidable.
+
+    Sources and transforms: their plugin_output, else the plugin name. Sinks:
+    plugin name and the datasets they read. Collisions get ``-2``, ``-3``...
+    in declaration order.
+    """
+    base: dict[str, str] = {}
+    for n in nodes:
+        pname = (n.plugin.name if n.plugin else n.block.plugin).lower()
+        if n.block.section == "sink":
+            base[n.id] = _slug(f"{pname}.{'+'.join(n.inputs)}")
+        else:
+            base[n.id] = _slug(n.output or pname)
+    counts: Counter[str] = Counter()
+    out = {}
+    for n in nodes:
+        b = base[n.id]
+        counts[b] += 1
+        out[n.id] = b if counts[b] == 1 else f"{b}-{counts[b]}"
+    return out
+
+
+def with_schema(vertex: LogicalVertex, schema: Dataset) -> LogicalVertex:
+    return replace(vertex, schema=schema)

@@ -1,0 +1,184 @@
+"""One small exception hierarchy for the whole engine.
+
+Every error carries a stable ``condition`` (for example ``CONFIG.UNKNOWN_PLUGIN``)
+and ``params``; the message is rendered from one catalogue, so tests assert on
+condition and params, never on wording (pyspark's error-condition design).
+Configuration problems are collected and raised together as one ConfigError so a
+user sees every problem of a file at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# condition -> message template. Templates name what to change.
+MESSAGES: dict[str, str] = {
+    "CONFIG.FILE_NOT_FOUND": "config file {path} does not exist",
+    "CONFIG.UNSUPPORTED_FORMAT": "config file {path} has extension {ext!r}; use .conf/.hocon, .yaml/.yml or .json",
+    "CONFIG.SYNTAX": "cannot parse the file: {detail}",
+    "CONFIG.NOT_AN_OBJECT": "{what} must be an object, got {got}",
+    "CONFIG.UNKNOWN_SECTION": "unknown top-level section {section!r}; expected env, source, transform, sink",
+    "CONFIG.MISSING_PLUGIN_NAME": "plugin block has no plugin_name",
+    "CONFIG.UNSET_VARIABLE": "variable ${{{name}}} is not set; pass -i {name}=<value> or export {name}",
+    "CONFIG.BAD_VARIABLE": "variable argument {arg!r} must look like key=value",
+    "CONFIG.EMPTY_JOB": "the job has no {section} plugin; add at least one block to the {section} {{ }} section",
+    "CONFIG.UNKNOWN_PLUGIN": "unknown {kind} plugin {name!r}; available: {available}",
+    "CONFIG.UNKNOWN_OPTION": "unknown option {key!r}{hint}",
+    "CONFIG.INVALID_OPTION": "{detail}",
+    "CONFIG.DANGLING_INPUT": "input {input!r} is not produced by any source or transform{hint}",
+    "CONFIG.AMBIGUOUS_INPUT": "no plugin_input given and {count} upstream datasets are available: {candidates}; set plugin_input to one of them",
+    "CONFIG.NO_INPUT": "no plugin_input given and there is no upstream dataset to read",
+    "CONFIG.DUPLICATE_OUTPUT": "plugin_output {output!r} is already produced by {other}; give each dataset a unique name",
+    "CONFIG.CYCLE": "the transforms form a cycle: {cycle}",
+    "CONFIG.UNREACHABLE_SINK": "no source reaches this sink (its input {input!r} depends on a cycle or a missing dataset)",
+    "CONFIG.UNREAD_SOURCE": "nothing reads the output {output!r} of this source",
+    "CONFIG.TOO_MANY_INPUTS": "this plugin reads one dataset, but plugin_input names {count}: {inputs}",
+    "SCHEMA.MISSING_COLUMN": "column {column!r} does not exist in table {table!r}; available: {available}",
+    "SCHEMA.DUPLICATE_COLUMN": "column {column!r} would appear twice in table {table!r}",
+    "SCHEMA.INVALID": "{detail}",
+    "SCHEMA.INCOMPATIBLE": "table {table!r} is not compatible with this sink: {detail}",
+    "PLUGIN.DUPLICATE": "{kind} plugin {name!r} is registered twice ({first} and {second})",
+    "PLUGIN.LOAD_FAILED": "cannot load {kind} plugin entry point {entry!r}: {detail}",
+    "PLAN.DUPLICATE_VERTEX": "execution plan has two vertices named {name!r}",
+    "PLAN.INVALID": "{detail}",
+    "RUNTIME.NOT_AVAILABLE": "{detail}",
+    "RUNTIME.FAILED": "{detail}",
+    "CLI.USAGE": "{detail}",
+}
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where in a job file a problem is: file, section, plugin block and key."""
+
+    file: str | None = None
+    section: str | None = None  # env | source | transform | sink
+    index: int | None = None  # 1-based position of the block within its section
+    plugin: str | None = None  # plugin name as written
+    line: int | None = None
+    key: str | None = None
+
+    def with_key(self, key: str | None) -> "Location":
+        return Location(self.file, self.section, self.index, self.plugin, self.line, key)
+
+    def __str__(self) -> str:
+        head = self.file or "<config>"
+        if self.line:
+            head += f":{self.line}"
+        parts = [head]
+        if self.section and self.plugin:
+            parts.append(f"{self.section}[{self.index}] {self.plugin}")
+        elif self.section:
+            parts.append(self.section)
+        if self.key:
+            parts.append(f"key '{self.key}'")
+        return ", ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+def render(condition: str, params: dict[str, Any]) -> str:
+    template = MESSAGES.get(condition, "{detail}")
+    try:
+        return template.format(**params)
+    except (KeyError, IndexError):
+        return f"{condition}: {params}"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One finding about a job: an error or a warning, with where it is."""
+
+    condition: str
+    params: dict[str, Any] = field(default_factory=dict)
+    location: Location = field(default_factory=Location)
+    severity: str = "error"  # error | warning
+
+    @property
+    def message(self) -> str:
+        return render(self.condition, self.params)
+
+    def __str__(self) -> str:
+        return f"{self.severity}: {self.location}: {self.message}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "severity": self.severity,
+            "condition": self.condition,
+            "params": {k: str(v) for k, v in self.params.items()},
+            "location": self.location.to_dict(),
+            "message": self.message,
+        }
+
+
+class EngineError(Exception):
+    """Base of every error the engine raises on purpose."""
+
+    transient = False  # the runner may retry transient errors
+
+    def __init__(self, condition: str, params: dict[str, Any] | None = None, location: Location | None = None):
+        self.condition = condition
+        self.params = dict(params or {})
+        self.location = location
+        super().__init__(self._text())
+
+    def _text(self) -> str:
+        msg = render(self.condition, self.params)
+        return f"{self.location}: {msg}" if self.location else msg
+
+    def __reduce__(self):  # stay picklable across Python workers
+        return (self.__class__, (self.condition, self.params, self.location))
+
+
+class ConfigError(EngineError):
+    """All problems found in a job file, raised together."""
+
+    def __init__(self, problems: list[Problem] | tuple[Problem, ...]):
+        self.problems = tuple(problems)
+        first = self.problems[0] if self.problems else Problem("CONFIG.INVALID_OPTION", {"detail": "invalid config"})
+        Exception.__init__(self, self._summary())
+        self.condition = first.condition
+        self.params = first.params
+        self.location = first.location
+
+    def _summary(self) -> str:
+        n = len(self.problems)
+        lines = [f"{n} problem{'s' if n != 1 else ''} in the job config:"]
+        lines += [f"  {p}" for p in self.problems]
+        return "\n".join(lines)
+
+    def __reduce__(self):
+        return (self.__class__, (self.problems,))
+
+    @property
+    def conditions(self) -> list[str]:
+        return [p.condition for p in self.problems]
+
+
+class PluginError(EngineError):
+    """A plugin registry problem (duplicate registration, broken entry point)."""
+
+
+class SchemaError(EngineError):
+    """Raised by a plugin when its options do not fit its input schema.
+
+    ``params`` should name the column/table; the DAG builder adds the block location.
+    """
+
+
+class PlanError(EngineError):
+    """The planner found an inconsistency (a bug or an unsupported topology)."""
+
+
+class RuntimeFailure(EngineError):
+    """A pipeline failed while running; wraps the cause with job/pipeline/batch."""
+
+
+class CommitError(RuntimeFailure):
+    """A sink could not commit an epoch."""
+
+
+class CheckpointError(RuntimeFailure):
+    """Checkpoint state is missing, corrupt or incompatible."""

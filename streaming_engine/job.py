@@ -1,0 +1,46 @@
+"""The compile pipeline in one place: file -> RawJob -> LogicalDag -> ExecutionPlan -> PhysicalPlan."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Mapping
+
+from streaming_engine.config.loader import RawJob, load_file, load_text
+from streaming_engine.dag.builder import build_dag
+from streaming_engine.dag.logical import LogicalDag
+from streaming_engine.plan import execution, physical
+from streaming_engine.plan.execution import ExecutionPlan
+from streaming_engine.plan.physical import PhysicalPlan
+
+
+@dataclass(frozen=True)
+class CompiledJob:
+    raw: RawJob
+    dag: LogicalDag
+    plan: ExecutionPlan
+    physical: PhysicalPlan
+
+
+def compile_raw(raw: RawJob, strict: bool = False, job_name: str | None = None) -> CompiledJob:
+    dag = build_dag(raw, strict=strict)
+    if job_name:
+        from dataclasses import replace
+
+        dag = replace(dag, job_name=job_name, env=dag.env.model_copy(update={"job_name": job_name}))
+    plan = execution.generate(dag)
+    return CompiledJob(raw, dag, plan, physical.build(dag, plan))
+
+
+def compile_file(
+    path: str | os.PathLike,
+    variables: Mapping[str, str] | None = None,
+    strict: bool = False,
+    job_name: str | None = None,
+) -> CompiledJob:
+    return compile_raw(load_file(path, variables), strict=strict, job_name=job_name)
+
+
+def compile_text(text: str, fmt: str = "hocon", variables: Mapping[str, str] | None = None, strict: bool = False,
+                 file: str | None = None) -> CompiledJob:
+    return compile_raw(load_text(text, fmt=fmt, variables=variables, file=file), strict=strict)

@@ -1,0 +1,189 @@
+"""ExecutionPlan -> PhysicalPlan: what Spark will run, per pipeline.
+
+A preview the runtime follows stage by stage: source reads; each transform
+chain split into Catalyst segments (Spark column expressions, no Python) and
+fused Python segments (ONE mapInArrow pass for a run of Python transforms);
+the shuffle-by-table stage; the sink group with its commit protocol; the
+trigger; and the checkpoint location and transaction ids, all derived from
+stable configured names (job name, pipeline key, plugin uids), never counters.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from streaming_engine.dag.logical import LogicalDag, LogicalVertex
+from streaming_engine.plan.execution import ExecutionPlan, ExecutionVertex, Pipeline
+
+# How each transform execution style runs (declared by the plugin, never by name).
+_SEGMENT_OF = {"expression": "catalyst", "table": "catalyst", "python": "python"}
+
+
+@dataclass(frozen=True)
+class Stage:
+    kind: str  # read | transform-chain | shuffle | sink-group
+    vertex: str  # execution vertex id
+    operator: str  # what Spark runs, in words
+    members: tuple[str, ...] = ()
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"kind": self.kind, "vertex": self.vertex, "operator": self.operator}
+        if self.members:
+            d["members"] = list(self.members)
+        if self.detail:
+            d["detail"] = self.detail
+        return d
+
+
+@dataclass(frozen=True)
+class PhysicalPipeline:
+    name: str
+    key: str
+    mode: str  # BATCH | STREAMING
+    trigger: str
+    checkpoint_location: str
+    stages: tuple[Stage, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "key": self.key,
+            "mode": self.mode,
+            "trigger": self.trigger,
+            "checkpoint_location": self.checkpoint_location,
+            "stages": [s.to_dict() for s in self.stages],
+        }
+
+
+@dataclass(frozen=True)
+class PhysicalPlan:
+    job_name: str
+    pipelines: tuple[PhysicalPipeline, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"job": self.job_name, "pipelines": [p.to_dict() for p in self.pipelines]}
+
+
+def slug(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.+-]+", "_", s).strip("_") or "job"
+
+
+def checkpoint_location(dag: LogicalDag, pipeline_key: str) -> str:
+    root = dag.env.checkpoint_dir.rstrip("/")
+    return f"{root}/{slug(dag.job_name)}/{slug(pipeline_key)}"
+
+
+def txn_app_id(dag: LogicalDag, pipeline_key: str, sink_uid: str, table: str | None = None) -> str:
+    """Delta ``txnAppId`` of one sink (and table): stable across restarts."""
+    parts = [slug(dag.job_name), slug(pipeline_key), slug(sink_uid)]
+    if table:
+        parts.append(slug(table))
+    return ".".join(parts)
+
+
+def build(dag: LogicalDag, plan: ExecutionPlan) -> PhysicalPlan:
+    lv = {v.id: v for v in dag.vertices}
+    mode = dag.env.job_mode
+    trigger = (
+        f"processingTime({dag.env.checkpoint_interval} ms)" if dag.env.streaming else "availableNow (run to completion)"
+    )
+    pipelines = []
+    for p in plan.pipelines:
+        stages: list[Stage] = []
+        for v in p.vertices:
+            if v.kind == "source":
+                stages.append(_read_stage(v, lv[v.members[0]], dag))
+            elif v.kind == "transform_chain":
+                stages.append(_chain_stage(v, lv))
+            elif v.kind == "shuffle":
+                stages.append(_shuffle_stage(v, p))
+        sinks = [v for v in p.vertices if v.kind == "sink"]
+        if sinks:
+            stages.append(_sink_group(sinks, lv, dag, p))
+        pipelines.append(
+            PhysicalPipeline(p.name, p.key, mode, trigger, checkpoint_location(dag, p.key), tuple(stages))
+        )
+    return PhysicalPlan(dag.job_name, tuple(pipelines))
+
+
+def _read_stage(v: ExecutionVertex, lv: LogicalVertex, dag: LogicalDag) -> Stage:
+    return Stage(
+        "read",
+        v.id,
+        lv.plugin.describe(),
+        (lv.id,),
+        {
+            "plugin": lv.plugin_name,
+            "tables": list(lv.schema.table_ids),
+            "parallelism": v.parallelism,
+            "streaming": dag.env.streaming,
+        },
+    )
+
+
+def _chain_stage(v: ExecutionVertex, lv: dict[str, LogicalVertex]) -> Stage:
+    """A chain is ONE stage made of segments: maximal runs of Catalyst
+    expressions (no Python) and maximal runs of Python transforms, each run
+    fused into ONE mapInArrow pass."""
+    runs: list[tuple[str, list[str]]] = []
+    for m in v.members:
+        seg = _SEGMENT_OF.get(lv[m].execution or "expression", "python")
+        if runs and runs[-1][0] == seg:
+            runs[-1][1].append(m)
+        else:
+            runs.append((seg, [m]))
+    segments = []
+    for seg, members in runs:
+        what = ", ".join(f"{m} {lv[m].plugin.describe()}" for m in members)
+        op = "Spark column expressions (Catalyst, no Python)" if seg == "catalyst" else "ONE fused mapInArrow pass"
+        segments.append({"segment": seg, "operator": op, "members": members, "describe": what})
+    passes = sum(1 for seg, _ in runs if seg == "python")
+    operator = f"transform chain of {len(v.members)}: {len(runs)} segment(s), {passes} Python pass(es)"
+    return Stage(
+        "transform-chain",
+        v.id,
+        operator,
+        v.members,
+        {"segments": segments, "output_tables": list(lv[v.members[-1]].schema.table_ids)},
+    )
+
+
+def _shuffle_stage(v: ExecutionVertex, p: Pipeline) -> Stage:
+    sinks = [e.dst for e in p.edges if e.src == v.id]
+    return Stage(
+        "shuffle",
+        v.id,
+        "repartition by table id, persist the batch once, route each table to its sinks",
+        (),
+        {"tables": list(v.schema.table_ids), "to": sinks},
+    )
+
+
+def _sink_group(
+    sinks: list[ExecutionVertex], lv: dict[str, LogicalVertex], dag: LogicalDag, p: Pipeline
+) -> Stage:
+    entries = []
+    for s in sinks:
+        v = lv[s.members[0]]
+        protocol = getattr(v.plugin, "commit_protocol", "none")
+        entry: dict[str, Any] = {
+            "sink": s.id,
+            "plugin": v.plugin_name,
+            "uid": v.uid,
+            "commit": protocol,
+            "tables": list(v.schema.table_ids),
+            "targets": v.plugin.targets(v.schema),
+        }
+        if protocol == "delta-txn":
+            entry["txn_app_id"] = txn_app_id(dag, p.key, v.uid) + ".<table>"
+        entries.append(entry)
+    return Stage(
+        "sink-group",
+        "+".join(s.id for s in sinks),
+        "foreachBatch: every sink commits the epoch (batch id = txnVersion); the epoch is done when all have",
+        tuple(s.members[0] for s in sinks),
+        {"sinks": entries},
+    )

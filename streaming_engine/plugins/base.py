@@ -1,0 +1,235 @@
+"""What a plugin is: an options model plus plan-time behaviour.
+
+A plugin class declares
+- ``name``: the identifier used in job files (matched case-insensitively);
+- ``Options``: a pydantic model of its options (unknown keys are reported by the
+  config layer, with a "did you mean");
+- its output schema given its input schema(s), per table for multi-table data;
+- for transforms, how it executes (``"expression"``: compiles to Spark column
+  expressions, no Python; ``"python"``: needs a Python function over Arrow /
+  pandas batches) and whether it may be chained with its neighbours;
+- for sinks, the commit protocol it takes part in.
+
+Run-time methods (reading, transforming, writing DataFrames) are added by the
+runtime layer; nothing here imports Spark.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, ClassVar, Literal
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+from streaming_engine.errors import SchemaError
+from streaming_engine.schema import Dataset, TableSchema
+
+PluginKind = Literal["source", "transform", "sink"]
+Execution = Literal["expression", "python", "table"]
+
+
+class PluginOptions(BaseModel):
+    """Base of every plugin's options. Keys are the names used in job files."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True, arbitrary_types_allowed=True)
+
+    parallelism: int | None = Field(None, ge=1, description="Parallelism of this plugin; defaults to env.parallelism.")
+
+    @classmethod
+    def known_keys(cls) -> set[str]:
+        return option_keys(cls)
+
+    def public_dict(self) -> dict[str, Any]:
+        """Options as written by the user, secrets masked: safe for plans and logs."""
+        out: dict[str, Any] = {}
+        for name, f in type(self).model_fields.items():
+            value = getattr(self, name)
+            if value is None or name in _WIRING_FIELDS:
+                continue
+            key = f.alias or name
+            out[key] = _mask(value)
+        return out
+
+
+def option_keys(model: type[BaseModel]) -> set[str]:
+    """Every key a user may write for ``model``: field names, aliases and alias choices."""
+    keys: set[str] = set()
+    for name, f in model.model_fields.items():
+        keys.add(name)
+        if f.alias:
+            keys.add(f.alias)
+        va = f.validation_alias
+        if isinstance(va, str):
+            keys.add(va)
+        elif isinstance(va, AliasChoices):
+            keys.update(c for c in va.choices if isinstance(c, str))
+    return keys
+
+
+_WIRING_FIELDS = {"plugin_input", "plugin_output", "parallelism"}
+
+
+def _mask(value: Any) -> Any:
+    if isinstance(value, SecretStr):
+        return "******"
+    if isinstance(value, BaseModel):
+        return {k: _mask(getattr(value, k)) for k in type(value).model_fields if getattr(value, k) is not None}
+    if isinstance(value, dict):
+        return {k: _mask(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_mask(v) for v in value]
+    return value
+
+
+def _as_list(value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        parts = [p.strip() for p in value.split(",")]
+        return [p for p in parts if p]
+    return value
+
+
+class SourceOptions(PluginOptions):
+    plugin_output: str | None = Field(
+        None,
+        validation_alias=AliasChoices("plugin_output", "result_table_name"),
+        description="Name of the dataset this source produces (legacy: result_table_name).",
+    )
+
+
+class TransformOptions(PluginOptions):
+    plugin_input: list[str] | None = Field(
+        None,
+        validation_alias=AliasChoices("plugin_input", "source_table_name"),
+        description="Dataset(s) this transform reads (legacy: source_table_name).",
+    )
+    plugin_output: str | None = Field(
+        None,
+        validation_alias=AliasChoices("plugin_output", "result_table_name"),
+        description="Name of the dataset this transform produces (legacy: result_table_name).",
+    )
+    table_match_regex: str | None = Field(
+        None, description="Regex over upstream table paths this transform applies to (default: all tables)."
+    )
+    table_transform: list[dict[str, Any]] | None = Field(
+        None, description="Per-table option overrides: a list of {table_path = ..., <options>}."
+    )
+
+    @field_validator("plugin_input", mode="before")
+    @classmethod
+    def _split(cls, v: Any) -> Any:
+        return _as_list(v)
+
+    @field_validator("table_match_regex")
+    @classmethod
+    def _valid_regex(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                re.compile(v)
+            except re.error as e:
+                raise ValueError(f"not a valid regular expression: {e}") from None
+        return v
+
+
+class SinkOptions(PluginOptions):
+    plugin_input: list[str] | None = Field(
+        None,
+        validation_alias=AliasChoices("plugin_input", "source_table_name"),
+        description="Dataset(s) this sink writes (legacy: source_table_name).",
+    )
+
+    @field_validator("plugin_input", mode="before")
+    @classmethod
+    def _split(cls, v: Any) -> Any:
+        return _as_list(v)
+
+
+class Plugin:
+    kind: ClassVar[PluginKind]
+    name: ClassVar[str]
+    Options: ClassVar[type[PluginOptions]] = PluginOptions
+    description: ClassVar[str] = ""
+
+    def __init__(self, options: PluginOptions):
+        self.options = options
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.options.public_dict()})"
+
+
+class Source(Plugin):
+    kind: ClassVar[PluginKind] = "source"
+    Options: ClassVar[type[PluginOptions]] = SourceOptions
+    # "streaming" sources keep producing in STREAMING mode; "bounded" ones end.
+    boundedness: ClassVar[Literal["bounded", "unbounded", "both"]] = "both"
+
+    def output(self) -> Dataset:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """One line for the physical plan: what Spark will read."""
+        return self.name
+
+
+class Transform(Plugin):
+    kind: ClassVar[PluginKind] = "transform"
+    Options: ClassVar[type[PluginOptions]] = TransformOptions
+    execution: ClassVar[Execution] = "expression"
+    chainable: ClassVar[bool] = True
+    max_inputs: ClassVar[int] = 1
+
+    # -- per-table option resolution (SeaTunnel multi-table transforms) -------
+    def options_for(self, table_id: str) -> PluginOptions | None:
+        """Options that apply to ``table_id``: table_transform > table_match_regex > none."""
+        opts = self.options
+        for entry in opts.table_transform or ():  # type: ignore[attr-defined]
+            if entry.get("table_path") == table_id:
+                merged = {k: v for k, v in entry.items() if k != "table_path"}
+                return type(opts).model_validate(merged)
+        regex = getattr(opts, "table_match_regex", None)
+        if regex is None or re.fullmatch(regex, table_id):
+            return opts
+        return None
+
+    def output(self, inputs: list[Dataset]) -> Dataset:
+        """Output dataset given the input datasets. Default: per-table mapping."""
+        tables: list[TableSchema] = []
+        for dataset in inputs:
+            for table in dataset.tables:
+                opts = self.options_for(table.table_id)
+                tables.append(table if opts is None else self.transform_table(table, opts))
+        return Dataset(tuple(tables))
+
+    def transform_table(self, table: TableSchema, options: PluginOptions) -> TableSchema:
+        return table
+
+    def describe(self) -> str:
+        return self.name
+
+
+class Sink(Plugin):
+    kind: ClassVar[PluginKind] = "sink"
+    Options: ClassVar[type[PluginOptions]] = SinkOptions
+    # How the sink takes part in the epoch commit:
+    #   "delta-txn"      idempotent Delta transaction keyed by (txnAppId, batch id)
+    #   "staged-publish" writes to staging, publishes atomically at commit
+    #   "none"           side-effect only (console, assert, no-op)
+    commit_protocol: ClassVar[str] = "none"
+
+    def check_input(self, dataset: Dataset) -> None:
+        """Raise SchemaError when the sink cannot accept ``dataset``."""
+
+    def targets(self, dataset: Dataset) -> list[str]:
+        """Where each table goes, for the physical plan (paths, table names)."""
+        return []
+
+    def describe(self) -> str:
+        return self.name
+
+
+def missing_column(table: TableSchema, column: str) -> SchemaError:
+    return SchemaError(
+        "SCHEMA.MISSING_COLUMN",
+        {"column": column, "table": table.table_id, "available": ", ".join(table.names) or "(none)"},
+    )

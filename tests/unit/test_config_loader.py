@@ -1,0 +1,184 @@
+"""Reading SeaTunnel job files the way SeaTunnel does."""
+
+import json
+
+import pytest
+import yaml
+
+from streaming_engine.config.loader import load_text, parse_variables
+from streaming_engine.errors import ConfigError
+from tests.unit.helpers import compile_ok
+
+BASIC = """
+env { job.mode = "BATCH" }
+source {
+  TestSource { result_table_name = "fake", row.num = 100 }
+}
+transform {
+  TestMap { source_table_name = "fake", result_table_name = "fake1" }
+}
+sink {
+  TestSink { source_table_name = "fake1" }
+}
+"""
+
+
+def test_two_blocks_of_the_same_plugin_stay_two_ordered_blocks():
+    raw = load_text(
+        """
+        transform {
+          Copy { src_field = a, dest_field = b }
+          Copy { src_field = c, dest_field = d }
+          Copy = { src_field = e, dest_field = f }
+        }
+        """
+    )
+    blocks = raw.section("transform")
+    assert [b.plugin for b in blocks] == ["Copy", "Copy", "Copy"]
+    assert [b.options["src_field"] for b in blocks] == ["a", "c", "e"]
+    assert [b.index for b in blocks] == [1, 2, 3]
+    assert [b.line for b in blocks] == [3, 4, 5]
+
+
+def test_dotted_keys_are_plain_option_keys():
+    job = compile_ok(BASIC)
+    src = job.dag.vertex("TestSource#1")
+    assert src.plugin.options.row_num == 100
+
+
+def test_legacy_and_new_wiring_names_build_the_same_dag():
+    new = BASIC.replace("result_table_name", "plugin_output").replace("source_table_name", "plugin_input")
+    a, b = compile_ok(BASIC), compile_ok(new)
+    assert a.dag.to_dict()["edges"] == b.dag.to_dict()["edges"]
+    assert [e.dataset for e in a.dag.edges] == ["fake", "fake1"]
+
+
+def test_plugin_names_match_case_insensitively():
+    job = compile_ok(BASIC.replace("TestMap", "testmap").replace("TestSink", "TESTSINK"))
+    assert [v.plugin_name for v in job.dag.vertices] == ["TestSource", "TestMap", "TestSink"]
+    assert job.dag.vertices[1].id == "TestMap#2"
+
+
+def test_unnamed_blocks_read_the_single_upstream_dataset():
+    job = compile_ok(
+        """
+        source { TestSource { } }
+        transform { TestMap { } TestPy { } }
+        sink { TestSink { } }
+        """
+    )
+    assert [(e.src, e.dst) for e in job.dag.edges] == [
+        ("TestSource#1", "TestMap#2"),
+        ("TestMap#2", "TestPy#3"),
+        ("TestPy#3", "TestSink#4"),
+    ]
+
+
+def test_variables_from_flags_environment_and_defaults():
+    text = """
+    env { job.name = ${jobName} }
+    source {
+      TestSource {
+        plugin_output = "${resName:fake_test}_table"
+        row.num = ${rowNum:50}
+        tables = ${tables}
+      }
+    }
+    sink { TestSink { plugin_input = "${resName:fake_test}_table", require = "${col}" } }
+    """
+    raw = load_text(
+        text,
+        variables={"jobName": "this_is_a_job_name", "tables": "[a.x, a.y]"},
+        environ={"col": "name", "rowNum": "7"},
+    )
+    assert raw.env["job"]["name"] == "this_is_a_job_name"
+    src = raw.section("source")[0].options
+    assert src["plugin_output"] == "fake_test_table"
+    assert src["row"]["num"] == 7
+    assert src["tables"] == ["a.x", "a.y"]
+    assert raw.section("sink")[0].options["require"] == "name"
+
+
+def test_variable_values_with_special_characters_are_quoted():
+    raw = load_text('sink { X { password = ${pw} } }', variables={"pw": "$a^b%c.d~e0*9("})
+    assert raw.section("sink")[0].options["password"] == "$a^b%c.d~e0*9("
+
+
+def test_reserved_sink_placeholders_are_left_alone():
+    raw = load_text('sink { X { path = "/wh/${database_name}/${table_name}" } }', environ={"table_name": "nope"})
+    assert raw.section("sink")[0].options["path"] == "/wh/${database_name}/${table_name}"
+
+
+def test_unset_variables_are_errors_naming_each_variable():
+    with pytest.raises(ConfigError) as exc:
+        load_text('env { job.name = "${a}" }\nsink { X { p = "${b}" } }', environ={}, file="j.conf")
+    assert [(p.condition, p.params["name"], p.location.line) for p in exc.value.problems] == [
+        ("CONFIG.UNSET_VARIABLE", "a", 1),
+        ("CONFIG.UNSET_VARIABLE", "b", 2),
+    ]
+
+
+def test_unquoted_unset_variable_is_reported_not_a_traceback():
+    with pytest.raises(ConfigError) as exc:
+        load_text("env { job.name = ${nothing_here} }", environ={})
+    assert exc.value.problems[0].condition == "CONFIG.UNSET_VARIABLE"
+    assert exc.value.problems[0].params["name"] == "nothing_here"
+
+
+def test_variable_arguments_must_be_key_value():
+    assert parse_variables(["a=1", "b=x=y"]) == {"a": "1", "b": "x=y"}
+    with pytest.raises(ConfigError) as exc:
+        parse_variables(["novalue"])
+    assert exc.value.problems[0].condition == "CONFIG.BAD_VARIABLE"
+
+
+def _as_structured(fmt):
+    doc = {
+        "env": {"job.mode": "BATCH"},
+        "source": [{"plugin_name": "TestSource", "plugin_output": "fake", "row.num": 100}],
+        "transform": [{"plugin_name": "TestMap", "plugin_input": "fake", "plugin_output": "fake1"}],
+        "sink": [{"plugin_name": "TestSink", "plugin_input": "fake1"}],
+    }
+    return json.dumps(doc, indent=2) if fmt == "json" else yaml.safe_dump(doc, sort_keys=False)
+
+
+@pytest.mark.parametrize("fmt", ["json", "yaml"])
+def test_yaml_and_json_load_into_the_same_model(fmt):
+    hocon = compile_ok(BASIC).dag.to_dict()
+    other = compile_ok(_as_structured(fmt), fmt=fmt).dag.to_dict()
+    for d in (hocon, other):
+        for v in d["vertices"]:
+            v.pop("location")
+    assert other == hocon
+
+
+def test_yaml_blocks_have_line_numbers():
+    raw = load_text(_as_structured("yaml"), fmt="yaml", file="j.yaml")
+    assert all(b.line for b in raw.blocks)
+    assert raw.section("sink")[0].line > raw.section("source")[0].line
+
+
+def test_syntax_errors_name_the_line():
+    with pytest.raises(ConfigError) as exc:
+        load_text("env {\n  job.mode = BATCH\n}\nsource {\n  X { a = [1, 2 }\n}\n", file="bad.conf")
+    p = exc.value.problems[0]
+    assert p.condition == "CONFIG.SYNTAX"
+    assert p.location.file == "bad.conf"
+    assert p.location.line is not None
+
+
+def test_comments_and_strings_do_not_confuse_block_detection():
+    raw = load_text(
+        """
+        # source { Fake { } }
+        source {
+          // a comment with { braces
+          A { s = "B { not a block }", t = \"\"\"multi
+          line { \"\"\" }
+          B { }
+        }
+        """
+    )
+    assert [b.plugin for b in raw.blocks] == ["A", "B"]
+    assert raw.blocks[0].options["s"] == "B { not a block }"
+    assert raw.blocks[1].line == 7
