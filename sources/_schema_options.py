@@ -1,0 +1,195 @@
+"""SeaTunnel's ``schema { ... }`` block, shared by FakeSource, LocalFile and Delta.
+
+A schema block declares the columns either as ``fields`` (name -> type, nested
+objects are rows) or as ``columns`` (a list of {name, type, nullable,
+defaultValue, comment}); optionally a ``primaryKey {name, columnNames}`` and
+the ``table`` path ("db.table" or "db.schema.table").
+
+Types are SeaTunnel type names turned into Spark DDL by
+:func:`streaming_engine.schema.normalize_type`. On top of that this module
+accepts SeaTunnel's inline row notation inside type strings
+(``"map<string, {c_int = int, c_string = string}>"``, as in the FakeSource docs).
+
+Table id of a source without an explicit table (see :func:`table_id`):
+``schema.table`` if given, else the source's ``plugin_output``, else "default".
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from streaming_engine.errors import SchemaError
+from streaming_engine.schema import Column, TableSchema, normalize_type
+
+DEFAULT_TABLE_ID = "default"
+
+_VECTOR_TYPES = {"float_vector", "float16_vector", "bfloat16_vector", "binary_vector", "sparse_float_vector"}
+_TABLE_PART = re.compile(r"^[^.\s]+$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+def spark_type(spec: Any) -> str:
+    """SeaTunnel type (string or nested object) -> Spark DDL; ValueError when unknown."""
+    if isinstance(spec, str):
+        low = spec.strip().lower()
+        if low in _VECTOR_TYPES:
+            raise ValueError(f"type {spec!r} (a vector type) is not supported by this engine; use array<float> instead")
+        spec = _inline_rows(spec)
+    try:
+        return normalize_type(spec)
+    except SchemaError as e:
+        raise ValueError(str(e)) from None
+
+
+def _inline_rows(t: str) -> str:
+    """Rewrite ``{a = int, b = string}`` inside a type string as ``struct<a: int, b: string>``."""
+    start = t.find("{")
+    if start < 0:
+        return t
+    depth = 0
+    for i in range(start, len(t)):
+        if t[i] == "{":
+            depth += 1
+        elif t[i] == "}":
+            depth -= 1
+            if depth == 0:
+                body = t[start + 1 : i]
+                parts = []
+                for part in _split_top(body):
+                    name, sep, typ = part.partition("=")
+                    if not sep:
+                        name, sep, typ = part.partition(":")
+                    if not sep:
+                        raise ValueError(f"row field {part!r} in type {t!r} needs the form name = type")
+                    parts.append(f"{name.strip().strip('`')}: {_inline_rows(typ.strip())}")
+                return t[:start] + f"struct<{', '.join(parts)}>" + _inline_rows(t[i + 1 :])
+    raise ValueError(f"unbalanced braces in type {t!r}")
+
+
+def _split_top(s: str) -> list[str]:
+    out, depth, cur = [], 0, ""
+    for ch in s:
+        if ch in "<({":
+            depth += 1
+        elif ch in ">)}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        out.append(cur.strip())
+    return out
+
+
+def check_table_path(path: str) -> str:
+    parts = path.split(".")
+    if not 1 <= len(parts) <= 3 or not all(_TABLE_PART.match(p) for p in parts):
+        raise ValueError(f"table {path!r} must look like table, database.table or database.schema.table")
+    return path
+
+
+class ColumnSpec(_Strict):
+    name: str = Field(min_length=1, description="Column name.")
+    type: str | dict[str, Any] = Field(description="SeaTunnel type name, e.g. int, string, decimal(10,2), array<int>.")
+    nullable: bool = Field(True, description="Whether the column may hold nulls.")
+    defaultValue: Any = Field(None, description="Value FakeSource generates for this column (CURRENT_TIMESTAMP etc. allowed).")
+    comment: str | None = Field(None, description="Free-text comment.")
+    columnLength: int | None = Field(None, ge=0, description="Declared length (informational).")
+    columnScale: int | None = Field(None, ge=0, description="Declared scale (informational).")
+
+
+class PrimaryKeySpec(_Strict):
+    name: str | None = Field(None, description="Name of the primary key constraint.")
+    columnNames: list[str] = Field(min_length=1, description="Columns forming the primary key.")
+
+
+class SchemaBlock(_Strict):
+    """SeaTunnel's ``schema`` option."""
+
+    fields: dict[str, Any] | None = Field(None, description="Columns as name = type; a nested object declares a row.")
+    columns: list[ColumnSpec] | None = Field(None, description="Columns as a list of {name, type, nullable, defaultValue, comment}.")
+    primaryKey: PrimaryKeySpec | None = Field(None, description="Primary key: {name, columnNames = [...]}.")
+    constraintKeys: list[dict[str, Any]] | None = Field(
+        None, description="Constraint keys (accepted for compatibility; not used at plan time)."
+    )
+    table: str | None = Field(None, description='Table path of this schema, e.g. "db.table".')
+    comment: str | None = Field(None, description="Table comment.")
+
+    @model_validator(mode="after")
+    def _check(self) -> "SchemaBlock":
+        if (self.fields is None) == (self.columns is None):
+            raise ValueError("schema needs exactly one of `fields` or `columns`")
+        if self.fields is not None and not self.fields:
+            raise ValueError("schema.fields is empty; declare at least one column")
+        if self.columns is not None and not self.columns:
+            raise ValueError("schema.columns is empty; declare at least one column")
+        if self.table is not None:
+            check_table_path(self.table)
+        cols = self.column_list()  # raises ValueError on bad types / duplicates
+        if self.primaryKey:
+            names = {c.name for c in cols}
+            for k in self.primaryKey.columnNames:
+                if k not in names:
+                    raise ValueError(f"primaryKey column {k!r} is not a declared column; columns: {', '.join(sorted(names))}")
+        return self
+
+    def column_list(self) -> tuple[Column, ...]:
+        if self.fields is not None:
+            cols = [Column(str(n), _typed(n, t)) for n, t in self.fields.items()]
+        else:
+            cols = [Column(c.name, _typed(c.name, c.type), c.nullable) for c in self.columns or ()]
+        seen: set[str] = set()
+        for c in cols:
+            if c.name in seen:
+                raise ValueError(f"column {c.name!r} is declared twice in schema")
+            seen.add(c.name)
+        return tuple(cols)
+
+    def to_table(self, table_id: str) -> TableSchema:
+        pk = tuple(self.primaryKey.columnNames) if self.primaryKey else ()
+        return TableSchema(table_id, self.column_list(), pk)
+
+
+def _typed(name: Any, spec: Any) -> str:
+    try:
+        return spark_type(spec)
+    except ValueError as e:
+        raise ValueError(f"column {name!r}: {e}") from None
+
+
+def table_id(schema: SchemaBlock | None, plugin_output: str | None) -> str:
+    """The id of a single-table source: schema.table > plugin_output > "default"."""
+    if schema is not None and schema.table:
+        return schema.table
+    return plugin_output or DEFAULT_TABLE_ID
+
+
+def flatten_dotted(options: dict[str, Any], known: set[str]) -> dict[str, Any]:
+    """Flatten nested dicts back into dotted keys (``{"row": {"num": 1}}`` -> ``{"row.num": 1}``).
+
+    HOCON turns ``row.num = 1`` into a nested object; the config loader flattens
+    top-level blocks, but items nested in lists (``tables_configs``) may still
+    arrive nested. A path stops at the first prefix that is a known key, so
+    genuinely nested options (``schema``) stay objects. Unknown paths come out
+    joined with dots so "extra key" errors name them the way the user wrote them.
+    """
+    out: dict[str, Any] = {}
+
+    def walk(prefix: str, value: Any) -> None:
+        if prefix in known or not isinstance(value, dict) or not value:
+            out[prefix] = value
+            return
+        for k, v in value.items():
+            walk(f"{prefix}.{k}", v)
+
+    for key, value in options.items():
+        walk(str(key), value)
+    return out
