@@ -1,0 +1,41 @@
+"""RowKindExtractor: turn change rows into append-only rows carrying their kind
+(SeaTunnel RowKindExtractor transform).
+
+Appends a non-null string column ``custom_field_name`` (default "row_kind") holding
+the kind: ``transform_type`` SHORT gives +I, -U, +U, -D; FULL gives INSERT,
+UPDATE_BEFORE, UPDATE_AFTER, DELETE. Every output row is an INSERT.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field, field_validator
+
+from streaming_engine.plugins.base import PluginOptions, Transform
+from streaming_engine.plugins.registry import register
+from streaming_engine.schema import Column, TableSchema
+from transforms._common import MultiTableTransformOptions, append_columns, upper
+
+
+class RowKindExtractorOptions(MultiTableTransformOptions):
+    custom_field_name: str = Field("row_kind", min_length=1, description="Name of the added row-kind column.")
+    transform_type: Literal["SHORT", "FULL"] = Field(
+        "SHORT", description="Value format: SHORT (+I, -U, +U, -D) or FULL (INSERT, UPDATE_BEFORE, ...)."
+    )
+
+    _upper = field_validator("transform_type", mode="before")(lambda cls, v: upper(v))
+
+
+@register
+class RowKindExtractor(Transform):
+    name: ClassVar[str] = "RowKindExtractor"
+    Options = RowKindExtractorOptions
+    description = "Adds the row kind as a column and makes every row an INSERT."
+    execution = "expression"
+    chainable = True
+    max_inputs = 1
+
+    def transform_table(self, table: TableSchema, options: PluginOptions) -> TableSchema:
+        assert isinstance(options, RowKindExtractorOptions)
+        return append_columns(table, [Column(options.custom_field_name, "string", nullable=False)])

@@ -1,0 +1,52 @@
+"""TableRename: rename tables by rules (SeaTunnel TableRename transform).
+
+Same options as FieldRename, applied to the table-name part of each table path
+(the database/schema parts are kept): "source.user_shop" with convert_case = UPPER
+becomes "source.USER_SHOP". Only table ids change, so execution is "table".
+Two tables ending up with the same id is an error (use TableMerge to merge them).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from streaming_engine.plugins.base import PluginOptions, Transform
+from streaming_engine.plugins.registry import register
+from streaming_engine.schema import Dataset, TableSchema
+from transforms._common import invalid
+from transforms._rename import RenameOptions
+
+
+class TableRenameOptions(RenameOptions):
+    pass
+
+
+@register
+class TableRename(Transform):
+    name: ClassVar[str] = "TableRename"
+    Options = TableRenameOptions
+    description = "Renames tables by case conversion, prefix, suffix and regex replacements."
+    execution = "table"
+    chainable = True
+    max_inputs = 1
+
+    def transform_table(self, table: TableSchema, options: PluginOptions) -> TableSchema:
+        assert isinstance(options, RenameOptions)
+        new_name = options.convert(table.table_name)
+        if not new_name or "." in new_name:
+            raise invalid(f"TableRename turns table {table.table_id!r} into the invalid name {new_name!r}")
+        parts = table.table_id.split(".")
+        return table.renamed(".".join(parts[:-1] + [new_name]))
+
+    def output(self, inputs: list[Dataset]) -> Dataset:
+        result = super().output(inputs)
+        originals = [t.table_id for d in inputs for t in d.tables]
+        seen: dict[str, str] = {}
+        for before, after in zip(originals, result.table_ids):
+            if after in seen:
+                raise invalid(
+                    f"tables {seen[after]!r} and {before!r} would both be named {after!r}; "
+                    "narrow table_match_regex or use TableMerge to merge them"
+                )
+            seen[after] = before
+        return result
