@@ -45,6 +45,7 @@ MESSAGES: dict[str, str] = {
     "RUNTIME.NOT_AVAILABLE": "{detail}",
     "RUNTIME.FAILED": "{detail}",
     "CLI.USAGE": "{detail}",
+    "ASSERT.FAILED": "Assert rule failed: {detail}",
 }
 
 
@@ -125,7 +126,7 @@ class EngineError(Exception):
         super().__init__(self._text())
 
     def _text(self) -> str:
-        msg = render(self.condition, self.params)
+        msg = f"[{self.condition}] {render(self.condition, self.params)}"
         return f"{self.location}: {msg}" if self.location else msg
 
     def __reduce__(self):  # stay picklable across Python workers

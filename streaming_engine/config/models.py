@@ -45,6 +45,12 @@ class EnvConfig(BaseModel):
         3, ge=0, alias="job.retry.interval.seconds", description="Seconds between restarts."
     )
     chaining: bool = Field(True, description="Chain consecutive transforms into one stage.")
+    metrics_enabled: bool = Field(
+        False, alias="metrics.enabled", description="Serve Prometheus metrics while the job runs."
+    )
+    metrics_port: int = Field(
+        9250, ge=0, le=65535, alias="metrics.port", description="Port of the Prometheus endpoint (0: any free port)."
+    )
     spark: dict[str, str] = Field(default_factory=dict, description="spark.* settings passed to Spark as-is.")
 
     @field_validator("job_mode", mode="before")

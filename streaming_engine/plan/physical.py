@@ -124,22 +124,32 @@ def _read_stage(v: ExecutionVertex, lv: LogicalVertex, dag: LogicalDag) -> Stage
     )
 
 
-def _chain_stage(v: ExecutionVertex, lv: dict[str, LogicalVertex]) -> Stage:
-    """A chain is ONE stage made of segments: maximal runs of Catalyst
-    expressions (no Python) and maximal runs of Python transforms, each run
-    fused into ONE mapInArrow pass."""
-    runs: list[tuple[str, list[str]]] = []
-    for m in v.members:
-        seg = _SEGMENT_OF.get(lv[m].execution or "expression", "python")
+def segments(members: list[LogicalVertex]) -> list[tuple[str, list[LogicalVertex]]]:
+    """Maximal runs of a chain: ("catalyst", [...]) or ("python", [...]).
+
+    The runtime executes exactly these: each catalyst run as Spark column
+    expressions, each python run as ONE fused mapInArrow pass per table.
+    """
+    runs: list[tuple[str, list[LogicalVertex]]] = []
+    for m in members:
+        seg = _SEGMENT_OF.get(m.execution or "expression", "python")
         if runs and runs[-1][0] == seg:
             runs[-1][1].append(m)
         else:
             runs.append((seg, [m]))
-    segments = []
+    return runs
+
+
+def _chain_stage(v: ExecutionVertex, lv: dict[str, LogicalVertex]) -> Stage:
+    """A chain is ONE stage made of segments: maximal runs of Catalyst
+    expressions (no Python) and maximal runs of Python transforms, each run
+    fused into ONE mapInArrow pass."""
+    runs = [(seg, [m.id for m in ms]) for seg, ms in segments([lv[m] for m in v.members])]
+    described = []
     for seg, members in runs:
         what = ", ".join(f"{m} {lv[m].plugin.describe()}" for m in members)
         op = "Spark column expressions (Catalyst, no Python)" if seg == "catalyst" else "ONE fused mapInArrow pass"
-        segments.append({"segment": seg, "operator": op, "members": members, "describe": what})
+        described.append({"segment": seg, "operator": op, "members": members, "describe": what})
     passes = sum(1 for seg, _ in runs if seg == "python")
     operator = f"transform chain of {len(v.members)}: {len(runs)} segment(s), {passes} Python pass(es)"
     return Stage(
@@ -147,7 +157,7 @@ def _chain_stage(v: ExecutionVertex, lv: dict[str, LogicalVertex]) -> Stage:
         v.id,
         operator,
         v.members,
-        {"segments": segments, "output_tables": list(lv[v.members[-1]].schema.table_ids)},
+        {"segments": described, "output_tables": list(lv[v.members[-1]].schema.table_ids)},
     )
 
 

@@ -17,12 +17,18 @@ runtime layer; nothing here imports Spark.
 from __future__ import annotations
 
 import re
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from streaming_engine.errors import SchemaError
+from streaming_engine.errors import EngineError, SchemaError
 from streaming_engine.schema import Dataset, TableSchema
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+    from pyspark.sql import DataFrame
+
+    from streaming_engine.runtime.context import CommitRecord, EpochContext, SourceContext, TransformContext
 
 PluginKind = Literal["source", "transform", "sink"]
 Execution = Literal["expression", "python", "table"]
@@ -171,6 +177,15 @@ class Source(Plugin):
         """One line for the physical plan: what Spark will read."""
         return self.name
 
+    # -- run time ------------------------------------------------------------
+    def read(self, ctx: "SourceContext") -> "DataFrame":
+        """A streaming DataFrame in the engine's row envelope (runtime/rows.py).
+
+        It must be replayable: the rows of a batch depend only on its offsets,
+        so a restarted query re-reads exactly what it read before.
+        """
+        raise _not_runnable(self)
+
 
 class Transform(Plugin):
     kind: ClassVar[PluginKind] = "transform"
@@ -207,6 +222,29 @@ class Transform(Plugin):
     def describe(self) -> str:
         return self.name
 
+    # -- run time ------------------------------------------------------------
+    # execution == "expression": implement ``apply`` (Spark column expressions).
+    # execution == "python": implement ``arrow_function``; the engine fuses
+    #   consecutive Python transforms into ONE mapInArrow pass per table.
+    # execution == "table": override ``apply_frames`` (works on whole tables).
+    # Frames always keep the metadata columns __table, __kind, __seq first.
+    def apply(self, ctx: "TransformContext", df: "DataFrame", table: TableSchema, options: PluginOptions) -> "DataFrame":
+        raise _not_runnable(self)
+
+    def arrow_function(
+        self, ctx: "TransformContext", table: TableSchema, options: PluginOptions
+    ) -> "Callable[[pa.RecordBatch], pa.RecordBatch]":
+        raise _not_runnable(self)
+
+    def apply_frames(self, ctx: "TransformContext", frames: dict[str, "DataFrame"]) -> dict[str, "DataFrame"]:
+        """Per-table application with SeaTunnel's multi-table option rules."""
+        tables = {t.table_id: t for d in ctx.inputs for t in d.tables}
+        out = {}
+        for table_id, df in frames.items():
+            opts = self.options_for(table_id)
+            out[table_id] = df if opts is None else self.apply(ctx, df, tables[table_id], opts)
+        return out
+
 
 class Sink(Plugin):
     kind: ClassVar[PluginKind] = "sink"
@@ -226,6 +264,22 @@ class Sink(Plugin):
 
     def describe(self) -> str:
         return self.name
+
+    # -- run time ------------------------------------------------------------
+    def write(self, ctx: "EpochContext", frames: dict[str, "DataFrame"], dataset: Dataset) -> list["CommitRecord"]:
+        """Commit one epoch: one flat DataFrame per table (metadata columns first).
+
+        Must be idempotent for a given ``ctx.batch_id``: a replayed epoch after
+        a crash must not write twice (Delta: txnAppId/txnVersion; files:
+        staging + atomic publish).
+        """
+        raise _not_runnable(self)
+
+
+def _not_runnable(plugin: Plugin) -> EngineError:
+    return EngineError(
+        "RUNTIME.NOT_AVAILABLE", {"detail": f"{plugin.kind} plugin {plugin.name} has no run-time implementation yet"}
+    )
 
 
 def missing_column(table: TableSchema, column: str) -> SchemaError:

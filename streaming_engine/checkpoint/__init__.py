@@ -1,0 +1,1 @@
+"""Checkpoint layout, idempotent Delta commits and the commit ledger."""

@@ -1,0 +1,196 @@
+"""Idempotent Delta commits: the one place sinks write Delta tables.
+
+Every write carries a transaction id that is stable across restarts
+(``txnAppId``, from job/pipeline/sink/table names) and the epoch as its
+``txnVersion``. Delta records the highest version per app id in the table's
+log and silently skips a write whose version is not higher, so an epoch
+replayed after a crash is applied at most once.
+
+- Appends use the DataFrameWriter options ``txnAppId``/``txnVersion``.
+- MERGE honours only the session settings
+  ``spark.databricks.delta.write.txnAppId``/``txnVersion``; they are set and
+  cleared around each MERGE, under a lock, on a session no concurrent write
+  shares (the sink group commits sequentially).
+
+Conflicts that are safe to retry (another writer appended, or changed
+metadata) are retried with backoff: the txn id makes a retry idempotent. Any
+other conflict fails with the conflicting operation named.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
+
+from streaming_engine.errors import CommitError
+from streaming_engine.runtime import rows
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger("streaming_engine.commit")
+T = TypeVar("T")
+
+_RETRYABLE = (
+    "ConcurrentAppendException",
+    "ConcurrentDeleteReadException",
+    "MetadataChangedException",
+)
+_TXN_APP = "spark.databricks.delta.write.txnAppId"
+_TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+_SESSION_TXN_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class DeltaCommit:
+    version: int | None  # the table version this write created; None when skipped
+    skipped: bool
+    rows: int = 0  # rows written (appends) or changed (MERGE), from Delta's operation metrics
+
+
+def last_commit(spark: "SparkSession", path: str) -> tuple[int | None, dict[str, str]]:
+    """Latest version of the Delta table at ``path`` and its operation metrics."""
+    from delta.tables import DeltaTable
+
+    if not DeltaTable.isDeltaTable(spark, path):
+        return None, {}
+    row = DeltaTable.forPath(spark, path).history(1).select("version", "operationMetrics").first()
+    if not row:
+        return None, {}
+    return int(row[0]), dict(row[1] or {})
+
+
+def _rows(metrics: dict[str, str]) -> int:
+    if "numOutputRows" in metrics and "numTargetRowsInserted" not in metrics:
+        return int(metrics["numOutputRows"])
+    keys = ("numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted")
+    return sum(int(metrics.get(k, 0)) for k in keys)
+
+
+def _outcome(spark: "SparkSession", path: str, before: int | None) -> DeltaCommit:
+    after, metrics = last_commit(spark, path)
+    if after == before:
+        return DeltaCommit(None, True, 0)
+    return DeltaCommit(after, False, _rows(metrics))
+
+
+def with_retries(what: str, fn: Callable[[], T], attempts: int = 5, backoff_s: float = 0.2) -> T:
+    """Run ``fn``; retry Delta conflicts that are safe to retry, with backoff."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return fn()
+        except Exception as e:  # Delta raises py4j-wrapped JVM exceptions
+            kind = _conflict_kind(e)
+            if kind is None:
+                raise
+            if kind in _RETRYABLE and attempt < attempts:
+                delay = backoff_s * (2 ** (attempt - 1))
+                log.warning("retrying Delta conflict", extra={"what": what, "conflict": kind, "attempt": attempt})
+                time.sleep(delay)
+                continue
+            raise CommitError(
+                "RUNTIME.FAILED",
+                {"detail": f"{what}: Delta write conflict {kind}{_conflicting_operation(e)}"},
+            ) from e
+    raise AssertionError("unreachable")
+
+
+def _conflict_kind(e: Exception) -> str | None:
+    text = f"{type(e).__name__}: {e}"
+    m = re.search(r"(Concurrent\w+Exception|MetadataChangedException|ProtocolChangedException)", text)
+    return m.group(1) if m else None
+
+
+def _conflicting_operation(e: Exception) -> str:
+    m = re.search(r'"?operation"?\s*[:=]\s*"?([A-Z][A-Z ]+)"?', str(e))
+    return f" (conflicting operation: {m.group(1).strip()})" if m else ""
+
+
+def append(
+    spark: "SparkSession",
+    df: "DataFrame",
+    path: str,
+    app_id: str,
+    epoch: int,
+    partition_by: Sequence[str] = (),
+    merge_schema: bool = False,
+) -> DeltaCommit:
+    """Idempotently append ``df`` (data columns only) as epoch ``epoch`` of ``app_id``."""
+    before, _ = last_commit(spark, path)
+
+    def write() -> None:
+        w = (
+            df.write.format("delta")
+            .mode("append")
+            .option("txnAppId", app_id)
+            .option("txnVersion", str(epoch))
+        )
+        if merge_schema:
+            w = w.option("mergeSchema", "true")
+        if partition_by:
+            w = w.partitionBy(*partition_by)
+        w.save(path)
+
+    with_retries(f"append to {path}", write)
+    return _outcome(spark, path, before)
+
+
+def upsert(
+    spark: "SparkSession",
+    frame: "DataFrame",
+    path: str,
+    keys: Sequence[str],
+    data_columns: Sequence[str],
+    app_id: str,
+    epoch: int,
+    sequence_column: str | None = None,
+) -> DeltaCommit:
+    """Apply row kinds by primary key with one MERGE, as epoch ``epoch`` of ``app_id``.
+
+    Within the batch only the last change per key counts (by ``sequence_column``,
+    else the source order ``__seq``); ``-U`` rows (update-before images) are
+    dropped; ``-D`` deletes; ``+I``/``+U`` insert or update.
+    """
+    from delta.tables import DeltaTable
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    order = [F.col(sequence_column).desc()] if sequence_column else []
+    order.append(F.col(rows.SEQ).desc())
+    latest = (
+        frame.where(F.col(rows.KIND) != rows.UPDATE_BEFORE)
+        .withColumn("__rn", F.row_number().over(Window.partitionBy(*keys).orderBy(*order)))
+        .where("__rn = 1")
+        .drop("__rn")
+    )
+    if not DeltaTable.isDeltaTable(spark, path):
+        # create the (empty) table first so MERGE has a target; idempotent
+        frame.select(*data_columns).limit(0).write.format("delta").mode("append").save(path)
+    before, _ = last_commit(spark, path)
+    cond = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys)
+    values = {f"`{c}`": f"s.`{c}`" for c in data_columns}
+
+    def merge() -> None:
+        with _SESSION_TXN_LOCK:
+            spark.conf.set(_TXN_APP, app_id)
+            spark.conf.set(_TXN_VERSION, str(epoch))
+            try:
+                (
+                    DeltaTable.forPath(spark, path)
+                    .alias("t")
+                    .merge(latest.alias("s"), cond)
+                    .whenMatchedDelete(condition=f"s.{rows.KIND} = '{rows.DELETE}'")
+                    .whenMatchedUpdate(set=values)
+                    .whenNotMatchedInsert(condition=f"s.{rows.KIND} != '{rows.DELETE}'", values=values)
+                    .execute()
+                )
+            finally:
+                spark.conf.unset(_TXN_APP)
+                spark.conf.unset(_TXN_VERSION)
+
+    with_retries(f"merge into {path}", merge)
+    return _outcome(spark, path, before)

@@ -1,0 +1,1 @@
+"""Prometheus metrics, fed by the runtime's lifecycle events."""

@@ -1,0 +1,60 @@
+"""Plain context objects handed to plugins at run time (instead of long argument lists)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from streaming_engine.schema import Dataset
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
+
+
+@dataclass(frozen=True)
+class SourceContext:
+    spark: "SparkSession"
+    job_name: str
+    pipeline: str  # pipeline key
+    vertex_id: str
+    uid: str
+    dataset: Dataset  # what the source must produce (plan-time schema)
+    streaming: bool  # STREAMING job (keep producing) or BATCH (bounded)
+    parallelism: int
+    interval_ms: int  # trigger interval in STREAMING mode
+
+
+@dataclass(frozen=True)
+class TransformContext:
+    spark: "SparkSession"
+    vertex_id: str
+    input_names: tuple[str, ...]  # dataset names this transform reads (Sql uses them as view names)
+    inputs: tuple[Dataset, ...]  # input schemas
+    output: Dataset  # output schema (plan time)
+    batch_id: int
+
+
+@dataclass(frozen=True)
+class CommitRecord:
+    """What one sink did with one table in one epoch (a row of the commit ledger)."""
+
+    sink: str  # sink uid
+    table: str
+    target: str  # path or table name written
+    rows: int
+    version: int | None = None  # Delta version committed (None: skipped on replay, or not Delta)
+    skipped: bool = False  # the epoch was already committed (idempotent replay)
+
+
+@dataclass(frozen=True)
+class EpochContext:
+    """One sink's view of one epoch (micro-batch) of its pipeline."""
+
+    spark: "SparkSession"
+    job_name: str
+    pipeline: str  # pipeline key
+    sink_uid: str
+    vertex_id: str
+    batch_id: int  # the epoch: Spark's batch id, stable across restarts
+    txn_app_id: Callable[[str], str]  # table id -> stable Delta txnAppId
+    extras: dict[str, Any] = field(default_factory=dict)

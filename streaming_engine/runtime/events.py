@@ -1,0 +1,76 @@
+"""Lifecycle events: the seam metrics, history and the REST API subscribe to.
+
+The runtime publishes; subscribers must be quick and must not raise (a
+failing subscriber is logged and ignored, never fails a pipeline).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Callable
+
+from streaming_engine.runtime.context import CommitRecord
+
+log = logging.getLogger("streaming_engine.events")
+
+
+@dataclass(frozen=True)
+class Event:
+    job: str
+
+
+@dataclass(frozen=True)
+class JobStarted(Event):
+    mode: str
+    pipelines: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PipelineStarted(Event):
+    pipeline: str
+    checkpoint: str
+    attempt: int = 1
+
+
+@dataclass(frozen=True)
+class EpochCommitted(Event):
+    pipeline: str
+    epoch: int
+    commits: tuple[CommitRecord, ...]
+    seconds: float
+
+
+@dataclass(frozen=True)
+class PipelineFinished(Event):
+    pipeline: str
+    status: str  # FINISHED | FAILED | CANCELED
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class JobFinished(Event):
+    status: str  # FINISHED | FAILED
+    error: str | None = None
+
+
+Subscriber = Callable[[Event], None]
+
+
+@dataclass
+class EventBus:
+    _subscribers: list[Subscriber] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def subscribe(self, fn: Subscriber) -> Callable[[], None]:
+        with self._lock:
+            self._subscribers.append(fn)
+        return lambda: self._subscribers.remove(fn)
+
+    def publish(self, event: Event) -> None:
+        for fn in list(self._subscribers):
+            try:
+                fn(event)
+            except Exception:  # a subscriber never fails the job
+                log.exception("event subscriber failed", extra={"event": type(event).__name__})

@@ -1,0 +1,223 @@
+"""One pipeline = one Spark streaming query with its own checkpoint.
+
+Every micro-batch is a checkpoint epoch and a barrier: inside ``foreachBatch``
+the batch is persisted once, split per table, run through the pipeline's
+transform chains, routed by the shuffle-by-table stage, and committed by every
+sink of the pipeline in turn (two-phase: each sink's write is idempotent for
+the epoch, so a replay after a crash completes the epoch without duplicates).
+Only when all sinks committed is the epoch written to the commit ledger and
+``foreachBatch`` returns, after which Spark records the batch in its commit
+log. This function is the single place where epochs commit.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from streaming_engine.checkpoint import ledger
+from streaming_engine.dag.logical import LogicalDag
+from streaming_engine.errors import EngineError, RuntimeFailure
+from streaming_engine.plan.execution import ExecutionVertex, Pipeline
+from streaming_engine.plan.physical import checkpoint_location, slug, txn_app_id
+from streaming_engine.runtime import faults, rows
+from streaming_engine.runtime.chain import run_chain
+from streaming_engine.runtime.context import CommitRecord, EpochContext, SourceContext
+from streaming_engine.runtime.events import EpochCommitted, EventBus
+from streaming_engine.schema import Dataset
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+log = logging.getLogger("streaming_engine.runtime")
+Frames = dict[str, "DataFrame"]
+
+
+@dataclass
+class PipelineRunner:
+    spark: "SparkSession"  # a session of this pipeline's own (session-level Delta txn settings)
+    dag: LogicalDag
+    pipeline: Pipeline
+    bus: EventBus
+    ledger_path: str
+
+    @property
+    def checkpoint(self) -> str:
+        return checkpoint_location(self.dag, self.pipeline.key)
+
+    @property
+    def query_name(self) -> str:
+        return f"{slug(self.dag.job_name)}.{slug(self.pipeline.key)}"
+
+    # -- the query -----------------------------------------------------------
+    def start(self) -> "StreamingQuery":
+        env = self.dag.env
+        df = self._source_frame()
+        writer = (
+            df.writeStream.foreachBatch(self._commit_epoch)
+            .option("checkpointLocation", self.checkpoint)
+            .queryName(self.query_name)
+        )
+        if env.streaming:
+            writer = writer.trigger(processingTime=f"{env.checkpoint_interval} milliseconds")
+        else:
+            writer = writer.trigger(availableNow=True)
+        return writer.start()
+
+    def _sources(self) -> list[ExecutionVertex]:
+        return [v for v in self.pipeline.vertices if v.kind == "source"]
+
+    def combined_dataset(self) -> Dataset:
+        return Dataset(tuple(t for v in self._sources() for t in v.schema.tables))
+
+    def _source_frame(self) -> "DataFrame":
+        """The streaming DataFrame of the pipeline's source(s), in the row envelope.
+
+        Several sources are unioned in the multi-table envelope of all their tables.
+        """
+        frames = []
+        for v in self._sources():
+            lv = self.dag.vertex(v.members[0])
+            ctx = SourceContext(
+                spark=self.spark,
+                job_name=self.dag.job_name,
+                pipeline=self.pipeline.key,
+                vertex_id=lv.id,
+                uid=lv.uid,
+                dataset=lv.schema,
+                streaming=self.dag.env.streaming,
+                parallelism=lv.parallelism,
+                interval_ms=self.dag.env.checkpoint_interval,
+            )
+            frames.append((lv.schema, lv.plugin.read(ctx)))  # type: ignore[attr-defined]
+        if len(frames) == 1:
+            return frames[0][1]
+        return _union_envelopes(frames, self.combined_dataset())
+
+    # -- one epoch -------------------------------------------------------------
+    def _commit_epoch(self, batch: "DataFrame", batch_id: int) -> None:
+        started = time.monotonic()
+        faults.maybe_crash("epoch_start", batch_id)
+        cached: list["DataFrame"] = []
+        try:
+            base = batch.persist()
+            cached.append(base)
+            outputs = self._run_vertices(base, batch_id, cached)
+            commits = self._commit_sinks(outputs, batch_id)
+            faults.maybe_crash("before_ledger", batch_id)
+            ledger.record(self.spark, self.ledger_path, self.dag.job_name, self.pipeline.key, batch_id, commits)
+            faults.maybe_crash("after_ledger", batch_id)
+        except EngineError:
+            raise
+        except Exception as e:
+            raise RuntimeFailure(
+                "RUNTIME.FAILED",
+                {"detail": f"job {self.dag.job_name}, {self.pipeline.name}, epoch {batch_id}: {_short(e)}"},
+            ) from e
+        finally:
+            for df in cached:
+                df.unpersist()
+        self.bus.publish(
+            EpochCommitted(self.dag.job_name, self.pipeline.key, batch_id, tuple(commits), time.monotonic() - started)
+        )
+
+    def _run_vertices(self, base: "DataFrame", batch_id: int, cached: list["DataFrame"]) -> dict[str, Frames]:
+        """Frames produced by every non-sink vertex, in topological order."""
+        p = self.pipeline
+        per_table = rows.split_tables(base, self.combined_dataset())
+        outputs: dict[str, Frames] = {}
+        for v in self._topological():
+            if v.kind == "source":
+                outputs[v.id] = {t: per_table[t] for t in v.schema.table_ids}
+            elif v.kind == "transform_chain":
+                members = [self.dag.vertex(m) for m in v.members]
+                outputs[v.id] = run_chain(self.spark, self.dag, members, self._inputs(v, outputs), batch_id)
+            elif v.kind == "shuffle":
+                outputs[v.id] = self._inputs(v, outputs)
+            downstream = [self._vertex(e.dst) for e in p.edges if e.src == v.id]
+            if v.kind == "transform_chain" and (len(downstream) > 1 or any(d.kind == "shuffle" for d in downstream)):
+                # read by several vertices: compute once (Python stages must not rerun per consumer);
+                # the source batch itself is already persisted
+                persisted = {t: df.persist() for t, df in outputs[v.id].items()}
+                cached.extend(persisted.values())
+                outputs[v.id] = persisted
+        return outputs
+
+    def _commit_sinks(self, outputs: dict[str, Frames], batch_id: int) -> list[CommitRecord]:
+        commits: list[CommitRecord] = []
+        for v in self.pipeline.vertices:
+            if v.kind != "sink":
+                continue
+            lv = self.dag.vertex(v.members[0])
+            frames = self._inputs(v, outputs)
+            ctx = EpochContext(
+                spark=self.spark,
+                job_name=self.dag.job_name,
+                pipeline=self.pipeline.key,
+                sink_uid=lv.uid,
+                vertex_id=lv.id,
+                batch_id=batch_id,
+                txn_app_id=lambda table, uid=lv.uid: txn_app_id(self.dag, self.pipeline.key, uid, table),
+            )
+            faults.maybe_crash("before_sink", batch_id, lv.uid)
+            commits.extend(lv.plugin.write(ctx, frames, lv.schema))  # type: ignore[attr-defined]
+            faults.maybe_crash("after_sink", batch_id, lv.uid)
+        return commits
+
+    def _inputs(self, v: ExecutionVertex, outputs: dict[str, Frames]) -> Frames:
+        merged: Frames = {}
+        for e in self.pipeline.edges:
+            if e.dst == v.id:
+                merged.update(outputs[e.src])
+        return merged
+
+    def _vertex(self, vid: str) -> ExecutionVertex:
+        return next(x for x in self.pipeline.vertices if x.id == vid)
+
+    def _topological(self) -> list[ExecutionVertex]:
+        p = self.pipeline
+        indeg = {v.id: 0 for v in p.vertices}
+        for e in p.edges:
+            indeg[e.dst] += 1
+        ready = [v for v in p.vertices if indeg[v.id] == 0]
+        order = []
+        while ready:
+            v = ready.pop(0)
+            order.append(v)
+            for e in p.edges:
+                if e.src == v.id:
+                    indeg[e.dst] -= 1
+                    if indeg[e.dst] == 0:
+                        ready.append(self._vertex(e.dst))
+        return order
+
+
+def _union_envelopes(frames: list[tuple[Dataset, "DataFrame"]], combined: Dataset) -> "DataFrame":
+    """Bring each source's frame into the multi-table envelope of ``combined`` and union them."""
+    from pyspark.sql import functions as F
+
+    index = {t.table_id: i for i, t in enumerate(combined.tables)}
+    out = None
+    for dataset, df in frames:
+        cols = [F.col(c) for c in rows.META]
+        for t in combined.tables:
+            name = rows.payload_column(index[t.table_id])
+            if t.table_id not in dataset.table_ids:
+                cols.append(F.lit(None).cast(rows.table_struct(t, meta=False)).alias(name))
+            elif dataset.is_multi_table:
+                own = rows.payload_column(dataset.table_ids.index(t.table_id))
+                cols.append(F.col(own).alias(name))
+            else:
+                cols.append(F.struct(*[F.col(f"`{c}`") for c in t.names]).alias(name))
+        framed = df.select(*cols)
+        out = framed if out is None else out.unionByName(framed)
+    assert out is not None
+    return out
+
+
+def _short(e: Exception) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}"

@@ -1,0 +1,88 @@
+"""The engine's row envelope: every row carries its table id and row kind.
+
+A source's streaming DataFrame has three metadata columns, then the data:
+
+- ``__table`` (string): the table id (``db.table``), as SeaTunnel's tableId;
+- ``__kind`` (string): the row kind ``+I``, ``-U``, ``+U``, ``-D`` (SeaTunnel's RowKind);
+- ``__seq`` (bigint): the row's position in its source's order, used to keep
+  the last change per key within a batch;
+
+followed, for a single-table source, by the table's columns, and for a
+multi-table source by one struct column per table (``__t0``, ``__t1``, ... in
+dataset order; only the row's own table's struct is set). Struct-per-table keeps
+each table's schema intact without a union of all columns and type clashes.
+``split_tables`` turns a batch into one flat DataFrame per table.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from streaming_engine.schema import Dataset, TableSchema
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
+
+TABLE = "__table"
+KIND = "__kind"
+SEQ = "__seq"
+META = (TABLE, KIND, SEQ)
+META_DDL = f"{TABLE} string, {KIND} string, {SEQ} bigint"
+
+INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE = "+I", "-U", "+U", "-D"
+ROW_KINDS = (INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE)
+# SeaTunnel's names <-> short strings
+KIND_OF_NAME = {"INSERT": INSERT, "UPDATE_BEFORE": UPDATE_BEFORE, "UPDATE_AFTER": UPDATE_AFTER, "DELETE": DELETE}
+NAME_OF_KIND = {v: k for k, v in KIND_OF_NAME.items()}
+
+
+def payload_column(index: int) -> str:
+    return f"__t{index}"
+
+
+def table_ddl(table: TableSchema, meta: bool = True) -> str:
+    body = table.ddl()
+    if not meta:
+        return body
+    return f"{META_DDL}, {body}" if body else META_DDL
+
+
+def table_struct(table: TableSchema, meta: bool = True) -> "StructType":
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    dt = _parse_datatype_string(table_ddl(table, meta))
+    assert isinstance(dt, StructType)
+    return dt
+
+
+def envelope_struct(dataset: Dataset) -> "StructType":
+    """The streaming schema a source produces for ``dataset``."""
+    from pyspark.sql.types import StructField, StructType
+
+    if not dataset.is_multi_table:
+        return table_struct(dataset.tables[0])
+    fields = list(table_struct(dataset.tables[0]).fields[:3])
+    for i, t in enumerate(dataset.tables):
+        fields.append(StructField(payload_column(i), table_struct(t, meta=False), True))
+    return StructType(fields)
+
+
+def split_tables(df: "DataFrame", dataset: Dataset) -> dict[str, "DataFrame"]:
+    """One flat DataFrame (metadata + table columns) per table of a source batch."""
+    from pyspark.sql import functions as F
+
+    if not dataset.is_multi_table:
+        t = dataset.tables[0]
+        return {t.table_id: df.select(*META, *[F.col(_q(c)) for c in t.names])}
+    out = {}
+    for i, t in enumerate(dataset.tables):
+        col = payload_column(i)
+        out[t.table_id] = df.where(F.col(TABLE) == t.table_id).select(
+            *META, *[F.col(col).getField(c).alias(c) for c in t.names]
+        )
+    return out
+
+
+def _q(name: str) -> str:
+    return f"`{name}`" if not name.isidentifier() else name

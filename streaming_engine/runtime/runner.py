@@ -1,0 +1,245 @@
+"""Run a compiled job: one streaming query per pipeline, a restart strategy,
+and a summary of what was committed.
+
+BATCH jobs run the same plan with an available-now trigger (one commit path
+for both modes) and return when every pipeline finished; STREAMING jobs run
+until stopped (SIGTERM/SIGINT), ``timeout_s`` passes or every pipeline
+committed ``stop_after_epochs`` epochs. A failed pipeline is restarted from
+its checkpoint up to ``job.retry.times`` times, ``job.retry.interval.seconds``
+apart, unless its error is not transient (a failed Assert, a config error).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from streaming_engine.checkpoint import ledger
+from streaming_engine.errors import EngineError
+from streaming_engine.job import CompiledJob
+from streaming_engine.plan.physical import slug
+from streaming_engine.runtime.events import (
+    EpochCommitted,
+    Event,
+    EventBus,
+    JobFinished,
+    JobStarted,
+    PipelineFinished,
+    PipelineStarted,
+)
+from streaming_engine.runtime.pipeline import PipelineRunner
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+log = logging.getLogger("streaming_engine.runtime")
+
+
+@dataclass
+class _Running:
+    runner: PipelineRunner
+    query: "StreamingQuery"
+    attempt: int = 1
+    epochs: int = 0
+    done: bool = False
+    error: str | None = None
+
+
+@dataclass
+class JobResult:
+    status: str  # FINISHED | FAILED | CANCELED
+    error: str | None = None
+    committed: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.status in ("FINISHED", "CANCELED") else 1
+
+
+def run_job(
+    job: CompiledJob,
+    master: str = "local[2]",
+    deploy_mode: str = "client",
+    spark: "SparkSession | None" = None,
+    bus: EventBus | None = None,
+    stop_after_epochs: int | None = None,
+    timeout_s: float | None = None,
+    print_summary: bool = True,
+) -> int:
+    result = execute(job, master, spark, bus, stop_after_epochs, timeout_s)
+    if print_summary:
+        _print_summary(job, result)
+    return result.exit_code
+
+
+def execute(
+    job: CompiledJob,
+    master: str = "local[2]",
+    spark: "SparkSession | None" = None,
+    bus: EventBus | None = None,
+    stop_after_epochs: int | None = None,
+    timeout_s: float | None = None,
+) -> JobResult:
+    from streaming_engine.runtime.session import build_spark_session
+
+    dag = job.dag
+    bus = bus or EventBus()
+    spark = spark or build_spark_session(dag.job_name, master, conf=dag.env.spark)
+    ledger_path = ledger.ledger_path(dag.env.checkpoint_dir, slug(dag.job_name))
+    _attach_metrics(job, bus)
+    bus.subscribe(_log_event)
+
+    runners = [PipelineRunner(spark.newSession(), dag, p, bus, ledger_path) for p in job.plan.pipelines]
+    epochs: dict[str, int] = {r.pipeline.key: 0 for r in runners}
+    bus.subscribe(lambda e: _count_epoch(e, epochs))
+    bus.publish(JobStarted(dag.job_name, dag.env.job_mode, tuple(p.name for p in job.plan.pipelines)))
+
+    stop = threading.Event()
+    _install_signal_handlers(stop)
+    running: list[_Running] = []
+    try:
+        for r in runners:
+            running.append(_Running(r, _start(r, bus, 1)))
+        status, error = _supervise(job, running, epochs, stop, stop_after_epochs, timeout_s)
+    except EngineError as e:
+        status, error = "FAILED", str(e)
+    finally:
+        for item in running:
+            if item.query.isActive:
+                item.query.stop()
+    bus.publish(JobFinished(dag.job_name, status, error))
+    committed = ledger.last_committed(spark, ledger_path) if status != "FAILED" or running else []
+    return JobResult(status, error, committed)
+
+
+def _start(r: PipelineRunner, bus: EventBus, attempt: int) -> "StreamingQuery":
+    q = r.start()
+    bus.publish(PipelineStarted(r.dag.job_name, r.pipeline.key, r.checkpoint, attempt))
+    return q
+
+
+def _supervise(
+    job: CompiledJob,
+    running: list[_Running],
+    epochs: dict[str, int],
+    stop: threading.Event,
+    stop_after_epochs: int | None,
+    timeout_s: float | None,
+) -> tuple[str, str | None]:
+    env = job.dag.env
+    deadline = time.monotonic() + timeout_s if timeout_s else None
+    bus = running[0].runner.bus if running else None
+    while True:
+        for item in running:
+            if item.done:
+                continue
+            q = item.query
+            if q.isActive:
+                enough = stop_after_epochs is not None and epochs[item.runner.pipeline.key] >= stop_after_epochs
+                if enough:
+                    q.stop()
+                    item.done = True
+                    _finished(bus, item, "FINISHED")
+                continue
+            exc = q.exception()
+            if exc is None:
+                item.done = True
+                _finished(bus, item, "FINISHED")
+                continue
+            message = _error_text(exc)
+            retry = item.attempt <= env.job_retry_times and _transient(message)
+            if not retry:
+                item.error = message
+                item.done = True
+                _finished(bus, item, "FAILED", message)
+                for other in running:
+                    if other.query.isActive:
+                        other.query.stop()
+                        _finished(bus, other, "CANCELED")
+                return "FAILED", f"{item.runner.pipeline.name}: {message}"
+            log.warning(
+                "restarting pipeline",
+                extra={"pipeline": item.runner.pipeline.name, "attempt": item.attempt + 1, "error": message},
+            )
+            time.sleep(env.job_retry_interval_seconds)
+            item.attempt += 1
+            item.query = _start(item.runner, item.runner.bus, item.attempt)
+        if all(i.done for i in running):
+            return "FINISHED", None
+        if stop.is_set() or (deadline and time.monotonic() > deadline):
+            for item in running:
+                if not item.done:
+                    item.query.stop()
+                    item.done = True
+                    _finished(bus, item, "CANCELED")
+            return "CANCELED", None
+        time.sleep(0.2)
+
+
+def _finished(bus: EventBus | None, item: _Running, status: str, error: str | None = None) -> None:
+    if bus is not None:
+        r = item.runner
+        bus.publish(PipelineFinished(r.dag.job_name, r.pipeline.key, status, error))
+
+
+# Errors that a restart cannot fix: the same input fails the same way again.
+_TERMINAL_MARKERS = ("ASSERT.", "CONFIG.", "SCHEMA.", "RUNTIME.NOT_AVAILABLE", "[terminal]")
+
+
+def _transient(message: str) -> bool:
+    return not any(m in message for m in _TERMINAL_MARKERS)
+
+
+def _error_text(exc: Any) -> str:
+    text = getattr(exc, "desc", None) or str(exc)
+    lines = [ln for ln in str(text).splitlines() if ln.strip()]
+    for ln in reversed(lines):  # the Python error raised inside foreachBatch, when there is one
+        if "streaming_engine.errors." in ln or ln.startswith(("RuntimeFailure", "CommitError", "EngineError")):
+            return ln.split("errors.", 1)[-1].strip()
+    return lines[0] if lines else repr(exc)
+
+
+def _count_epoch(event: Event, epochs: dict[str, int]) -> None:
+    if isinstance(event, EpochCommitted):
+        epochs[event.pipeline] = epochs.get(event.pipeline, 0) + 1
+
+
+def _log_event(event: Event) -> None:
+    fields = {k: v for k, v in event.__dict__.items() if k != "commits"}
+    if isinstance(event, EpochCommitted):
+        fields["rows"] = sum(c.rows for c in event.commits)
+    log.info(type(event).__name__, extra={"event": fields})
+
+
+def _attach_metrics(job: CompiledJob, bus: EventBus) -> None:
+    if not job.dag.env.metrics_enabled:
+        return
+    from streaming_engine.metrics.prometheus import PrometheusMetrics
+
+    PrometheusMetrics.shared(job.dag.env.metrics_port).attach(bus)
+
+
+def _install_signal_handlers(stop: threading.Event) -> None:
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+
+
+def _print_summary(job: CompiledJob, result: JobResult) -> None:
+    out = sys.stdout if result.status != "FAILED" else sys.stderr
+    print(f"job {job.dag.job_name!r} {result.status}", file=out)
+    if result.error:
+        print(f"error: {result.error}", file=out)
+    for row in result.committed:
+        print(
+            f"  {row['pipeline']} {row['sink']} {row['table']} -> {row['target']}: "
+            f"{row['total_rows']} rows written over {row['epochs']} epoch(s), last epoch {row['last_epoch']}",
+            file=out,
+        )
