@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from streaming_engine.errors import SchemaError
+from streaming_engine.errors import SchemaError, render
 from streaming_engine.schema import Column, TableSchema, normalize_type
 
 DEFAULT_TABLE_ID = "default"
@@ -44,7 +44,7 @@ def spark_type(spec: Any) -> str:
     try:
         return normalize_type(spec)
     except SchemaError as e:
-        raise ValueError(str(e)) from None
+        raise ValueError(render(e.condition, e.params)) from None
 
 
 def _inline_rows(t: str) -> str:
