@@ -1,0 +1,157 @@
+"""Delta sink: write each input table to a Delta Lake table, exactly once per epoch.
+
+Target: ``path`` (a directory) or ``table`` (a catalog name), either may use the
+placeholders of :mod:`sinks._placeholders`, e.g. ``path = "/wh/${database_name}/${table_name}"``,
+so one sink can write a multi-table input; two tables must not share a target.
+
+``save_mode`` (alias ``write_mode``): ``append`` inserts the rows; ``upsert``
+merges them by key: UPDATE_AFTER/INSERT rows replace the row with the same key,
+DELETE rows remove it, UPDATE_BEFORE rows are ignored. The key is
+``primary_key`` if set, else the table's own primary key; ``sequence_column``
+(upsert only) orders versions of a key so an older row never overwrites a newer
+one. Each micro-batch commits as one Delta transaction keyed by the query id and
+batch id (``commit_protocol = "delta-txn"``), so a replayed batch is skipped.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, ClassVar, Literal
+
+from pydantic import AliasChoices, Field, field_validator, model_validator
+
+from sinks._placeholders import check_distinct_targets, check_template, render
+from streaming_engine.errors import SchemaError
+from streaming_engine.plugins.base import Sink, SinkOptions, missing_column
+from streaming_engine.plugins.registry import register
+from streaming_engine.schema import Dataset, TableSchema, is_numeric
+
+_BAD_NAME_CHARS = re.compile(r"[ ,;{}()\n\t=]")
+_ORDERABLE = ("date", "timestamp", "timestamp_ntz", "string")
+
+
+def _list(v: Any) -> Any:
+    if isinstance(v, str):
+        return [p.strip() for p in v.split(",") if p.strip()]
+    return v
+
+
+class DeltaSinkOptions(SinkOptions):
+    path: str | None = Field(None, min_length=1, description="Directory of the Delta table; placeholders like ${table_name} allowed.")
+    table: str | None = Field(None, min_length=1, description="Catalog table name (instead of path); placeholders allowed.")
+    save_mode: Literal["append", "upsert"] = Field(
+        "append",
+        validation_alias=AliasChoices("save_mode", "write_mode"),
+        description="append: insert rows; upsert: merge by primary key (alias write_mode).",
+    )
+    primary_key: list[str] | None = Field(
+        None,
+        validation_alias=AliasChoices("primary_key", "primary_keys"),
+        description="Key columns for upsert; default: the table's own primary key.",
+    )
+    sequence_column: str | None = Field(None, description="Upsert only: column ordering versions of a key (newest wins).")
+    partition_by: list[str] | None = Field(None, description="Columns to partition new tables by.")
+
+    _lists = field_validator("primary_key", "partition_by", mode="before")(lambda cls, v: _list(v))
+
+    @field_validator("save_mode", mode="before")
+    @classmethod
+    def _lower(cls, v: Any) -> Any:
+        return v.strip().lower() if isinstance(v, str) else v
+
+    @field_validator("primary_key")
+    @classmethod
+    def _pk(cls, v: list[str] | None) -> list[str] | None:
+        if v == ["${primary_key}"]:  # SeaTunnel idiom: the table's own key
+            return None
+        if v is not None:
+            if not v:
+                raise ValueError("primary_key is empty; list the key columns or remove the option")
+            if len(set(v)) != len(v):
+                raise ValueError("primary_key lists a column twice")
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> "DeltaSinkOptions":
+        if (self.path is None) == (self.table is None):
+            raise ValueError("set exactly one of path (a directory) or table (a catalog table name)")
+        for key in ("path", "table"):
+            value = getattr(self, key)
+            if value is not None:
+                check_template(key, value)
+        if self.save_mode != "upsert":
+            for key in ("primary_key", "sequence_column"):
+                if getattr(self, key) is not None:
+                    raise ValueError(f"{key} only applies to save_mode = upsert; set save_mode = upsert or remove {key}")
+        return self
+
+
+@register
+class Delta(Sink):
+    name: ClassVar[str] = "Delta"
+    Options = DeltaSinkOptions
+    description = "Appends or upserts each table into a Delta Lake table, exactly once per micro-batch."
+    commit_protocol = "delta-txn"
+
+    options: DeltaSinkOptions
+
+    def key_for(self, table: TableSchema) -> tuple[str, ...]:
+        return tuple(self.options.primary_key or table.primary_key)
+
+    def target_for(self, table: TableSchema) -> str:
+        o = self.options
+        return render(o.path or o.table or "", table, self.key_for(table))
+
+    def check_input(self, dataset: Dataset) -> None:
+        o = self.options
+        targets = []
+        for table in dataset.tables:
+            for c in table.columns:
+                if _BAD_NAME_CHARS.search(c.name):
+                    raise _incompatible(
+                        table, f"column name {c.name!r} has a character Delta does not allow (space or one of ,;{{}}()=)"
+                    )
+            for col in o.partition_by or ():
+                if col not in table.names:
+                    raise missing_column(table, col)
+            if o.save_mode == "upsert":
+                key = self.key_for(table)
+                if not key:
+                    raise _incompatible(
+                        table, "save_mode = upsert needs a key: set primary_key = [...] or declare a primary key in the source schema"
+                    )
+                for col in key:
+                    if col not in table.names:
+                        raise missing_column(table, col)
+                if o.sequence_column is not None:
+                    if o.sequence_column not in table.names:
+                        raise missing_column(table, o.sequence_column)
+                    t = table.column(o.sequence_column).type
+                    if not (is_numeric(t) or t in _ORDERABLE):
+                        raise _incompatible(table, f"sequence_column {o.sequence_column!r} is {t}; use a number, date, timestamp or string")
+            target = self.target_for(table)
+            if o.table is not None and not re.fullmatch(r"[^.\s]+(\.[^.\s]+){0,2}", target):
+                raise _incompatible(table, f"table name {target!r} is not a valid table name")
+            targets.append((table.table_id, target))
+        check_distinct_targets(targets, "path" if o.path else "table")
+
+    def targets(self, dataset: Dataset) -> list[str]:
+        o = self.options
+        out = []
+        for table in dataset.tables:
+            target = self.target_for(table)
+            where = target if o.path else f"table {target}"
+            mode = "append"
+            if o.save_mode == "upsert":
+                mode = f"upsert by {', '.join(self.key_for(table)) or '?'}"
+                if o.sequence_column:
+                    mode += f", newest {o.sequence_column}"
+            out.append(f"{table.table_id} -> {where} ({mode})")
+        return out
+
+    def describe(self) -> str:
+        return f"Delta ({self.options.save_mode})"
+
+
+def _incompatible(table: TableSchema, detail: str) -> SchemaError:
+    return SchemaError("SCHEMA.INCOMPATIBLE", {"table": table.table_id, "detail": detail})
