@@ -1,0 +1,1 @@
+"""Spark runtime: session construction and (later) the pipeline runner."""

@@ -1,0 +1,195 @@
+"""SparkSession construction for the engine (local mode for now).
+
+Everything the JVM needs comes from the project-local ``.jars/`` folder that
+``scripts/bootstrap.sh`` (``scripts/fetch_jars.py``) fills from the pins in
+pyproject.toml, so a session never touches the network (no
+``spark.jars.packages``). pyspark is imported lazily: importing this module
+does not need a JVM.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tomllib
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Mapping
+
+from streaming_engine.errors import EngineError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
+
+JARS_DIR_ENV = "STREAMING_ENGINE_JARS_DIR"
+LOG4J2_ENV = "STREAMING_ENGINE_LOG4J2"
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+LOG4J2_FILE = Path(__file__).resolve().with_name("log4j2.properties")
+
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+
+# Defaults for every session; ``conf`` passed to build_spark_session wins.
+BASE_CONF: dict[str, str] = {
+    "spark.sql.extensions": DELTA_EXTENSION,
+    "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
+    # 50k-100k rows per Arrow batch measured 1.28x faster than the 10k default.
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "50000",
+    # Worker reuse off costs ~570 ms per task.
+    "spark.python.worker.reuse": "true",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.log.level": "WARN",
+}
+
+# Extra defaults for local masters (2 cores): small shuffles and small Delta
+# log replays (Delta's default of 50 snapshot partitions dominates small jobs).
+LOCAL_CONF: dict[str, str] = {
+    "spark.sql.shuffle.partitions": "4",
+    "spark.databricks.delta.snapshotPartitions": "4",
+}
+
+
+class JarsNotFoundError(EngineError):
+    """The local JVM jars are missing: scripts/bootstrap.sh has not been run."""
+
+    def __init__(self, detail: str):
+        super().__init__("RUNTIME.NOT_AVAILABLE", {"detail": detail})
+
+    def __reduce__(self):
+        return (self.__class__, (self.params["detail"],))
+
+
+def is_local_master(master: str) -> bool:
+    return master == "local" or master.startswith("local[")
+
+
+def jars_dir() -> Path:
+    """The folder holding the pinned jars.
+
+    ``$STREAMING_ENGINE_JARS_DIR`` if set, else ``<project root>/.jars``, else
+    ``./.jars`` (for an installed, non-editable copy run from a checkout).
+    """
+    env = os.environ.get(JARS_DIR_ENV)
+    if env:
+        return Path(env).expanduser().resolve()
+    for cand in (PROJECT_ROOT / ".jars", Path.cwd() / ".jars"):
+        if cand.is_dir():
+            return cand
+    return PROJECT_ROOT / ".jars"
+
+
+def _pinned_jar_names() -> list[str] | None:
+    """Jar file names pinned in the checkout's pyproject.toml (None if not a checkout)."""
+    pyproject = PROJECT_ROOT / "pyproject.toml"
+    if not pyproject.is_file():
+        return None
+    try:
+        with pyproject.open("rb") as fh:
+            coords = tomllib.load(fh)["tool"]["streaming-engine"]["jvm"]["artifacts"]
+    except (KeyError, tomllib.TOMLDecodeError, OSError):
+        return None
+    names = []
+    for coord in coords:
+        parts = coord.split(":")
+        if len(parts) == 3:
+            names.append(f"{parts[1]}-{parts[2]}.jar")
+    return names
+
+
+def jar_paths() -> list[str]:
+    """Absolute paths of the jars to put on the Spark classpath (sorted).
+
+    Raises JarsNotFoundError when the folder is missing or lacks a pinned jar.
+    """
+    folder = jars_dir()
+    hint = "run scripts/bootstrap.sh (it fetches the pinned jars)"
+    if os.environ.get(JARS_DIR_ENV):
+        hint += f", or fix {JARS_DIR_ENV}"
+    if not folder.is_dir():
+        raise JarsNotFoundError(f"the JVM jars folder {folder} does not exist; {hint}")
+    jars = sorted(str(p) for p in folder.glob("*.jar"))
+    if not jars:
+        raise JarsNotFoundError(f"the JVM jars folder {folder} holds no jars; {hint}")
+    if not os.environ.get(JARS_DIR_ENV):
+        pinned = _pinned_jar_names()
+        present = {Path(j).name for j in jars}
+        missing = [n for n in pinned or [] if n not in present]
+        if missing:
+            raise JarsNotFoundError(
+                f"{folder} lacks {', '.join(missing)} pinned in pyproject.toml; {hint}"
+            )
+    return jars
+
+
+def _log4j2_option(existing: str) -> str:
+    """Driver JVM options with our log4j2 config, unless one is configured already."""
+    if "log4j2.configurationFile" in existing or "log4j.configurationFile" in existing:
+        return existing
+    path = os.environ.get(LOG4J2_ENV) or (str(LOG4J2_FILE) if LOG4J2_FILE.is_file() else "")
+    if not path:
+        return existing
+    option = f"-Dlog4j2.configurationFile={Path(path).resolve().as_uri()}"
+    return f"{option} {existing}".strip()
+
+
+def session_conf(master: str, conf: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The full configuration build_spark_session applies (without the master)."""
+    merged = dict(BASE_CONF)
+    if is_local_master(master):
+        merged.update(LOCAL_CONF)
+    user = {k: str(v) for k, v in (conf or {}).items()}
+    jars = jar_paths()
+    if user.get("spark.jars"):
+        jars = jars + [j for j in user["spark.jars"].split(",") if j and j not in jars]
+    merged.update(user)
+    merged["spark.jars"] = ",".join(jars)
+    merged["spark.driver.extraJavaOptions"] = _log4j2_option(
+        merged.get("spark.driver.extraJavaOptions", "")
+    )
+    if not merged["spark.driver.extraJavaOptions"]:
+        del merged["spark.driver.extraJavaOptions"]
+    return merged
+
+
+def build_spark_session(
+    app_name: str,
+    master: str = "local[2]",
+    conf: dict[str, str] | None = None,
+) -> "SparkSession":
+    """Build (or return the already running) SparkSession with Delta and Kafka.
+
+    * ``spark.jars`` = the pinned jars in ``.jars/`` (JarsNotFoundError if absent);
+    * Delta SQL extension and catalog;
+    * PYSPARK_PYTHON / PYSPARK_DRIVER_PYTHON = this interpreter unless set, so
+      Python workers get the venv (with pandas/pyarrow), not the system python3;
+    * Arrow batches of 50,000 rows, Python worker reuse, no UI/progress bars,
+      log level WARN, and for local masters 4 shuffle partitions and
+      SPARK_LOCAL_IP=127.0.0.1 (unless set).
+
+    ``conf`` overrides any of these (``spark.jars`` entries are added to ours).
+    JVM-level settings only take effect when this call starts the JVM.
+    """
+    merged = session_conf(master, conf)
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if is_local_master(master):
+        # Avoids the "hostname resolves to a loopback address" warning and
+        # binding a local-only driver to an external interface.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+    # pyspark 4.2 warns once that pandas >= 3 is not fully supported; measured
+    # results are correct (missing strings arrive as NaN), so keep logs clean.
+    warnings.filterwarnings(
+        "ignore", message=r"PySpark does not yet fully support pandas", category=FutureWarning
+    )
+
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in merged.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(merged.get("spark.log.level", "WARN"))
+    return spark

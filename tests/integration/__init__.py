@@ -1,0 +1,1 @@
+"""Integration tests that need a local SparkSession (marked ``spark``)."""
