@@ -152,6 +152,30 @@ class Delta(Sink):
     def describe(self) -> str:
         return f"Delta ({self.options.save_mode})"
 
+    def write(self, ctx: Any, frames: dict[str, Any], dataset: Dataset) -> list[Any]:
+        from streaming_engine.checkpoint import delta_txn
+        from streaming_engine.runtime.context import CommitRecord
+
+        o = self.options
+        out = []
+        for table in dataset.tables:
+            df = frames.get(table.table_id)
+            if df is None:
+                continue
+            target = delta_txn.Target(self.target_for(table), is_path=o.path is not None)
+            app_id = ctx.txn_app_id(table.table_id)
+            if o.save_mode == "upsert":
+                commit = delta_txn.upsert(
+                    ctx.spark, df, target, self.key_for(table), table.names, app_id, ctx.batch_id, o.sequence_column
+                )
+            else:
+                commit = delta_txn.append(
+                    ctx.spark, df.select(*[f"`{c}`" for c in table.names]), target, app_id, ctx.batch_id,
+                    partition_by=o.partition_by or (),
+                )
+            out.append(CommitRecord(ctx.sink_uid, table.table_id, target.name, commit.rows, commit.version, commit.skipped))
+        return out
+
 
 def _incompatible(table: TableSchema, detail: str) -> SchemaError:
     return SchemaError("SCHEMA.INCOMPATIBLE", {"table": table.table_id, "detail": detail})

@@ -173,23 +173,8 @@ def table_id(schema: SchemaBlock | None, plugin_output: str | None) -> str:
 
 
 def flatten_dotted(options: dict[str, Any], known: set[str]) -> dict[str, Any]:
-    """Flatten nested dicts back into dotted keys (``{"row": {"num": 1}}`` -> ``{"row.num": 1}``).
+    """Flatten nested dicts back into dotted keys, for items nested in lists
+    (``tables_configs``) that the config loader hands over as written."""
+    from streaming_engine.config.keys import flatten_options
 
-    HOCON turns ``row.num = 1`` into a nested object; the config loader flattens
-    top-level blocks, but items nested in lists (``tables_configs``) may still
-    arrive nested. A path stops at the first prefix that is a known key, so
-    genuinely nested options (``schema``) stay objects. Unknown paths come out
-    joined with dots so "extra key" errors name them the way the user wrote them.
-    """
-    out: dict[str, Any] = {}
-
-    def walk(prefix: str, value: Any) -> None:
-        if prefix in known or not isinstance(value, dict) or not value:
-            out[prefix] = value
-            return
-        for k, v in value.items():
-            walk(f"{prefix}.{k}", v)
-
-    for key, value in options.items():
-        walk(str(key), value)
-    return out
+    return flatten_options(options, known)

@@ -71,6 +71,23 @@ class FakeRow(BaseModel):
         return v.upper() if isinstance(v, str) else v
 
 
+class FakeCdc(BaseModel):
+    """Random changes to a bounded set of keys, so upserts, updates and deletes happen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    key_column: str = Field(description="Integer column that holds the key (usually the primary key).")
+    keys: int = Field(1000, ge=1, description="Number of distinct keys.")
+    update_ratio: float = Field(0.3, ge=0, le=1, description="Share of rows that are UPDATE_AFTER (+U).")
+    delete_ratio: float = Field(0.1, ge=0, le=1, description="Share of rows that are DELETE (-D).")
+
+    @model_validator(mode="after")
+    def _ratios(self) -> "FakeCdc":
+        if self.update_ratio + self.delete_ratio > 1:
+            raise ValueError("cdc.update_ratio + cdc.delete_ratio must be at most 1")
+        return self
+
+
 class FakeDataOptions(BaseModel):
     """Everything that describes one generated table (top level or a tables_configs item)."""
 
@@ -116,6 +133,16 @@ class FakeDataOptions(BaseModel):
     double_max: float = _bound("double", "max")
     double_template: list[float] | None = _template("double")
     seed: int | None = Field(None, description="Random seed for reproducible data (not a SeaTunnel option).")
+    rows_per_batch: int | None = Field(
+        None,
+        alias="rows.per.batch",
+        ge=1,
+        description="Rows per micro-batch (ours). BATCH: row.num rows in batches of this size; "
+        "STREAMING: this many new rows every trigger (default row.num).",
+    )
+    cdc: FakeCdc | None = Field(
+        None, description="Ours: generate CDC-like changes (+I/+U/-D) over a bounded key space of the primary key."
+    )
 
     @field_validator("*", mode="before")
     @classmethod
@@ -139,6 +166,13 @@ class FakeDataOptions(BaseModel):
                 raise ValueError(f"{t}.template has values outside the {t} range {lo}..{hi}")
         if self.string_fake_mode == "template" and not self.string_template:
             raise ValueError("string.fake.mode = template needs a non-empty string.template list")
+        if self.cdc is not None and self.schema_ is not None:
+            cols = {c.name: c for c in self.schema_.column_list()}
+            col = cols.get(self.cdc.key_column)
+            if col is None:
+                raise ValueError(f"cdc.key_column {self.cdc.key_column!r} is not a schema column")
+            if col.type not in ("tinyint", "smallint", "int", "bigint"):
+                raise ValueError(f"cdc.key_column {self.cdc.key_column!r} must be an integer column")
         if self.rows and self.schema_ is not None:
             width = len(self.schema_.column_list())
             for i, row in enumerate(self.rows, 1):
@@ -238,6 +272,15 @@ class FakeSource(Source):
 
     def output(self) -> Dataset:
         return Dataset(tuple(cfg.schema_.to_table(tid) for tid, cfg in self.table_configs()))  # type: ignore[union-attr]
+
+    def read(self, ctx: Any) -> Any:
+        from sources._fake_runtime import TableSpec, read_stream
+
+        tables = {t.table_id: t for t in ctx.dataset.tables}
+        specs = [
+            TableSpec(i, tables[tid], cfg, cfg.cdc) for i, (tid, cfg) in enumerate(self.table_configs())
+        ]
+        return read_stream(specs, ctx)
 
     def describe(self) -> str:
         parts = []

@@ -46,19 +46,48 @@ _SESSION_TXN_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
+class Target:
+    """A Delta table: a directory (``is_path``) or a catalog table name."""
+
+    name: str
+    is_path: bool = True
+
+    def exists(self, spark: "SparkSession") -> bool:
+        from delta.tables import DeltaTable
+
+        if self.is_path:
+            return DeltaTable.isDeltaTable(spark, self.name)
+        return spark.catalog.tableExists(self.name)
+
+    def table(self, spark: "SparkSession"):
+        from delta.tables import DeltaTable
+
+        return DeltaTable.forPath(spark, self.name) if self.is_path else DeltaTable.forName(spark, self.name)
+
+    def save(self, writer) -> None:
+        if self.is_path:
+            writer.save(self.name)
+        else:
+            writer.saveAsTable(self.name)
+
+
+def _target(t: "Target | str") -> Target:
+    return t if isinstance(t, Target) else Target(t)
+
+
+@dataclass(frozen=True)
 class DeltaCommit:
     version: int | None  # the table version this write created; None when skipped
     skipped: bool
     rows: int = 0  # rows written (appends) or changed (MERGE), from Delta's operation metrics
 
 
-def last_commit(spark: "SparkSession", path: str) -> tuple[int | None, dict[str, str]]:
-    """Latest version of the Delta table at ``path`` and its operation metrics."""
-    from delta.tables import DeltaTable
-
-    if not DeltaTable.isDeltaTable(spark, path):
+def last_commit(spark: "SparkSession", target: "Target | str") -> tuple[int | None, dict[str, str]]:
+    """Latest version of the Delta table and its operation metrics."""
+    t = _target(target)
+    if not t.exists(spark):
         return None, {}
-    row = DeltaTable.forPath(spark, path).history(1).select("version", "operationMetrics").first()
+    row = t.table(spark).history(1).select("version", "operationMetrics").first()
     if not row:
         return None, {}
     return int(row[0]), dict(row[1] or {})
@@ -71,8 +100,8 @@ def _rows(metrics: dict[str, str]) -> int:
     return sum(int(metrics.get(k, 0)) for k in keys)
 
 
-def _outcome(spark: "SparkSession", path: str, before: int | None) -> DeltaCommit:
-    after, metrics = last_commit(spark, path)
+def _outcome(spark: "SparkSession", target: Target, before: int | None) -> DeltaCommit:
+    after, metrics = last_commit(spark, target)
     if after == before:
         return DeltaCommit(None, True, 0)
     return DeltaCommit(after, False, _rows(metrics))
@@ -113,14 +142,15 @@ def _conflicting_operation(e: Exception) -> str:
 def append(
     spark: "SparkSession",
     df: "DataFrame",
-    path: str,
+    target: "Target | str",
     app_id: str,
     epoch: int,
     partition_by: Sequence[str] = (),
     merge_schema: bool = False,
 ) -> DeltaCommit:
     """Idempotently append ``df`` (data columns only) as epoch ``epoch`` of ``app_id``."""
-    before, _ = last_commit(spark, path)
+    target = _target(target)
+    before, _ = last_commit(spark, target)
 
     def write() -> None:
         w = (
@@ -133,16 +163,16 @@ def append(
             w = w.option("mergeSchema", "true")
         if partition_by:
             w = w.partitionBy(*partition_by)
-        w.save(path)
+        target.save(w)
 
-    with_retries(f"append to {path}", write)
-    return _outcome(spark, path, before)
+    with_retries(f"append to {target.name}", write)
+    return _outcome(spark, target, before)
 
 
 def upsert(
     spark: "SparkSession",
     frame: "DataFrame",
-    path: str,
+    target: "Target | str",
     keys: Sequence[str],
     data_columns: Sequence[str],
     app_id: str,
@@ -155,7 +185,6 @@ def upsert(
     else the source order ``__seq``); ``-U`` rows (update-before images) are
     dropped; ``-D`` deletes; ``+I``/``+U`` insert or update.
     """
-    from delta.tables import DeltaTable
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -167,10 +196,11 @@ def upsert(
         .where("__rn = 1")
         .drop("__rn")
     )
-    if not DeltaTable.isDeltaTable(spark, path):
+    target = _target(target)
+    if not target.exists(spark):
         # create the (empty) table first so MERGE has a target; idempotent
-        frame.select(*data_columns).limit(0).write.format("delta").mode("append").save(path)
-    before, _ = last_commit(spark, path)
+        target.save(frame.select(*[f"`{c}`" for c in data_columns]).limit(0).write.format("delta").mode("append"))
+    before, _ = last_commit(spark, target)
     cond = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys)
     values = {f"`{c}`": f"s.`{c}`" for c in data_columns}
 
@@ -180,7 +210,7 @@ def upsert(
             spark.conf.set(_TXN_VERSION, str(epoch))
             try:
                 (
-                    DeltaTable.forPath(spark, path)
+                    target.table(spark)
                     .alias("t")
                     .merge(latest.alias("s"), cond)
                     .whenMatchedDelete(condition=f"s.{rows.KIND} = '{rows.DELETE}'")
@@ -192,5 +222,5 @@ def upsert(
                 spark.conf.unset(_TXN_APP)
                 spark.conf.unset(_TXN_VERSION)
 
-    with_retries(f"merge into {path}", merge)
-    return _outcome(spark, path, before)
+    with_retries(f"merge into {target.name}", merge)
+    return _outcome(spark, target, before)

@@ -7,13 +7,13 @@ of a file at once. Unknown keys are warnings naming the closest known key
 
 from __future__ import annotations
 
-import difflib
 import os
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from streaming_engine.config.keys import did_you_mean, flatten_options
 from streaming_engine.config.loader import RawBlock
 from streaming_engine.errors import Location, Problem
 from streaming_engine.plugins.base import Plugin, option_keys
@@ -65,49 +65,6 @@ class EnvConfig(BaseModel):
     @property
     def streaming(self) -> bool:
         return self.job_mode == "STREAMING"
-
-
-# ---------------------------------------------------------------------------
-# flattening dotted keys
-
-
-def flatten_options(raw: dict[str, Any], known: set[str], prefix: str = "") -> dict[str, Any]:
-    """Undo HOCON's nesting of dotted keys, guided by the known option names.
-
-    ``{"row": {"num": 5}}`` becomes ``{"row.num": 5}`` when ``row.num`` is a
-    known key; an object under a known key (``schema { ... }``) stays nested.
-    Lists of objects (``tables_configs``, ``table_transform``) are flattened
-    item by item against the same names.
-    """
-    out: dict[str, Any] = {}
-    for key, value in raw.items():
-        full = f"{prefix}{key}"
-        if full in known:
-            out[full] = _flatten_items(value, known)
-        elif isinstance(value, dict) and any(k.startswith(full + ".") for k in known):
-            out.update(flatten_options(value, known, full + "."))
-        elif isinstance(value, dict) and value and not any(k == full for k in known):
-            # unknown nested object: report its leaves with their dotted names
-            nested = flatten_options(value, known, full + ".")
-            out.update(nested)
-        else:
-            out[full] = value
-    return out
-
-
-def _flatten_items(value: Any, known: set[str]) -> Any:
-    if isinstance(value, list):
-        return [flatten_options(v, known) if isinstance(v, dict) else v for v in value]
-    return value
-
-
-def did_you_mean(key: str, known: set[str]) -> str:
-    close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
-    if not close:
-        low = {k.lower(): k for k in known}
-        if key.lower() in low:
-            close = [low[key.lower()]]
-    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def _split_known(

@@ -219,5 +219,11 @@ def _union_envelopes(frames: list[tuple[Dataset, "DataFrame"]], combined: Datase
 
 
 def _short(e: Exception) -> str:
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0] if text else ''}"
+    """The most telling line of an error: for a Python worker failure, its last
+    ``SomeError: message`` line rather than Spark's generic first line."""
+    import re
+
+    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+    errors = [ln for ln in lines if re.match(r"^[A-Za-z_.]*(Error|Exception|Failure)\b.*:", ln)]
+    best = errors[-1] if errors else (lines[0] if lines else "")
+    return f"{type(e).__name__}: {best}"

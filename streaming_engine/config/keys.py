@@ -1,0 +1,50 @@
+"""Option keys as users write them: dotted keys, closest-match hints."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+
+def flatten_options(raw: dict[str, Any], known: set[str], prefix: str = "") -> dict[str, Any]:
+    """Undo HOCON's nesting of dotted keys, guided by the known option names.
+
+    ``{"row": {"num": 5}}`` becomes ``{"row.num": 5}`` when ``row.num`` is a
+    known key; an object under a known key (``schema { ... }``) stays nested,
+    unless some of its keys spell longer known keys (``rows`` and
+    ``rows.per.batch`` are both options: the dotted ones are pulled out).
+    Lists of objects (``tables_configs``, ``table_transform``) are flattened
+    item by item against the same names. Unknown nested keys come out dotted,
+    so "unknown option" messages name them as the user wrote them.
+    """
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        full = f"{prefix}{key}"
+        longer = [k for k in known if k.startswith(full + ".")]
+        if isinstance(value, dict) and value and (longer or full not in known):
+            if full in known:
+                inner = {k: v for k, v in value.items() if any(x == f"{full}.{k}" or x.startswith(f"{full}.{k}.") for x in longer)}
+                rest = {k: v for k, v in value.items() if k not in inner}
+                out.update(flatten_options(inner, known, full + "."))
+                if rest:
+                    out[full] = rest
+            else:
+                out.update(flatten_options(value, known, full + "."))
+        else:
+            out[full] = _flatten_items(value, known)
+    return out
+
+
+def _flatten_items(value: Any, known: set[str]) -> Any:
+    if isinstance(value, list):
+        return [flatten_options(v, known) if isinstance(v, dict) else v for v in value]
+    return value
+
+
+def did_you_mean(key: str, known: set[str]) -> str:
+    close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+    if not close:
+        low = {k.lower(): k for k in known}
+        if key.lower() in low:
+            close = [low[key.lower()]]
+    return f"; did you mean {close[0]!r}?" if close else ""
