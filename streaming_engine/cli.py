@@ -20,7 +20,7 @@ from streaming_engine import logs
 from streaming_engine.errors import ConfigError, EngineError, Problem
 from streaming_engine.plan.render import FORMATS, render
 
-COMMANDS = ("run", "check", "explain", "plugins")
+COMMANDS = ("run", "check", "explain", "status", "plugins")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -82,7 +82,33 @@ def _with_job(command: str, args: argparse.Namespace) -> int:
     if command == "explain":
         sys.stdout.write(render(job, args.format))
         return 0
+    if command == "status":
+        return _status(job, args)
     return _run(job, args)
+
+
+def _status(job, args: argparse.Namespace) -> int:
+    """The last committed epoch per pipeline, sink and table, from the commit ledger."""
+    from streaming_engine.checkpoint import ledger
+    from streaming_engine.plan.physical import slug
+    from streaming_engine.runtime.session import build_spark_session
+
+    path = ledger.ledger_path(job.dag.env.checkpoint_dir, slug(job.dag.job_name))
+    spark = build_spark_session(f"{job.dag.job_name}-status", args.master)
+    rows = ledger.last_committed(spark, path)
+    if args.format == "json":
+        print(json.dumps({"job": job.dag.job_name, "ledger": path, "tables": rows}, indent=2, default=str))
+        return 0
+    if not rows:
+        print(f"job {job.dag.job_name!r}: nothing committed yet (ledger {path})")
+        return 0
+    print(f"job {job.dag.job_name!r} (ledger {path}):")
+    for r in rows:
+        print(
+            f"  {r['pipeline']:<16} {r['sink']:<24} {r['table']:<24} last epoch {r['last_epoch']:<5} "
+            f"delta version {r['delta_version']}  rows {r['total_rows']}  -> {r['target']}"
+        )
+    return 0
 
 
 def _run(job, args: argparse.Namespace) -> int:

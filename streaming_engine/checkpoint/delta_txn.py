@@ -83,14 +83,75 @@ class DeltaCommit:
 
 
 def last_commit(spark: "SparkSession", target: "Target | str") -> tuple[int | None, dict[str, str]]:
-    """Latest version of the Delta table and its operation metrics."""
+    """Latest version of the Delta table and its operation metrics.
+
+    Read straight from ``_delta_log`` through Hadoop's FileSystem (no Spark job):
+    from the last known version (cached per table, this process is its writer)
+    or the last checkpoint, probe for the next commit files, then read the
+    newest commit's ``commitInfo``.
+    """
     t = _target(target)
-    if not t.exists(spark):
+    location = _location(spark, t)
+    if location is None:
         return None, {}
-    row = t.table(spark).history(1).select("version", "operationMetrics").first()
-    if not row:
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    log_dir = jvm.org.apache.hadoop.fs.Path(location.rstrip("/") + "/_delta_log")
+    fs = log_dir.getFileSystem(spark._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
+    if not fs.exists(log_dir):
         return None, {}
-    return int(row[0]), dict(row[1] or {})
+    version = _LAST_VERSION.get(location)
+    if version is None:
+        version = _last_checkpoint_version(jvm, fs, log_dir)
+    while fs.exists(jvm.org.apache.hadoop.fs.Path(log_dir, f"{version + 1:020d}.json")):
+        version += 1
+    if version < 0:
+        return None, {}
+    _LAST_VERSION[location] = version
+    return version, _commit_metrics(jvm, fs, log_dir, version)
+
+
+_LAST_VERSION: dict[str, int] = {}
+
+
+def _location(spark: "SparkSession", t: "Target") -> str | None:
+    if t.is_path:
+        return t.name
+    if not spark.catalog.tableExists(t.name):
+        return None
+    row = spark.sql(f"DESCRIBE DETAIL {t.name}").select("location").first()
+    return row[0] if row else None
+
+
+def _last_checkpoint_version(jvm, fs, log_dir) -> int:
+    import json
+
+    path = jvm.org.apache.hadoop.fs.Path(log_dir, "_last_checkpoint")
+    if not fs.exists(path):
+        return -1
+    stream = fs.open(path)
+    try:
+        text = jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+    finally:
+        stream.close()
+    try:
+        return int(json.loads(text.splitlines()[0])["version"])
+    except (ValueError, KeyError, IndexError):
+        return -1
+
+
+def _commit_metrics(jvm, fs, log_dir, version: int) -> dict[str, str]:
+    import json
+
+    stream = fs.open(jvm.org.apache.hadoop.fs.Path(log_dir, f"{version:020d}.json"))
+    try:
+        text = jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+    finally:
+        stream.close()
+    for line in text.splitlines():
+        if '"commitInfo"' in line:
+            info = json.loads(line)["commitInfo"]
+            return {k: str(v) for k, v in (info.get("operationMetrics") or {}).items()}
+    return {}
 
 
 def _rows(metrics: dict[str, str]) -> int:

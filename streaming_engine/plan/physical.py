@@ -166,7 +166,7 @@ def _shuffle_stage(v: ExecutionVertex, p: Pipeline) -> Stage:
     return Stage(
         "shuffle",
         v.id,
-        "repartition by table id, persist the batch once, route each table to its sinks",
+        "group rows by table id on the persisted batch (computed once), route each table to its sinks",
         (),
         {"tables": list(v.schema.table_ids), "to": sinks},
     )

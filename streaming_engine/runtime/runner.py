@@ -114,8 +114,22 @@ def execute(
             if item.query.isActive:
                 item.query.stop()
     bus.publish(JobFinished(dag.job_name, status, error))
-    committed = ledger.last_committed(spark, ledger_path) if status != "FAILED" or running else []
+    committed = ledger.last_committed(spark, ledger_path)
+    for row in committed:
+        row["table_rows"] = _current_rows(spark, row["target"])
     return JobResult(status, error, committed)
+
+
+def _current_rows(spark: "SparkSession", target: str) -> int | None:
+    """Rows in a Delta target now (None when the target is not a Delta table)."""
+    from delta.tables import DeltaTable
+
+    try:
+        if DeltaTable.isDeltaTable(spark, target):
+            return spark.read.format("delta").load(target).count()
+    except Exception:  # a summary must not fail a finished job
+        return None
+    return None
 
 
 def _start(r: PipelineRunner, bus: EventBus, attempt: int) -> "StreamingQuery":
@@ -222,7 +236,9 @@ def _attach_metrics(job: CompiledJob, bus: EventBus) -> None:
         return
     from streaming_engine.metrics.prometheus import PrometheusMetrics
 
-    PrometheusMetrics.shared(job.dag.env.metrics_port).attach(bus)
+    metrics = PrometheusMetrics.shared(job.dag.env.metrics_port)
+    metrics.attach(bus)
+    print(f"metrics: http://127.0.0.1:{metrics.port}/metrics", file=sys.stderr)
 
 
 def _install_signal_handlers(stop: threading.Event) -> None:
@@ -238,8 +254,9 @@ def _print_summary(job: CompiledJob, result: JobResult) -> None:
     if result.error:
         print(f"error: {result.error}", file=out)
     for row in result.committed:
+        now = f", {row['table_rows']} rows in the table now" if row.get("table_rows") is not None else ""
         print(
-            f"  {row['pipeline']} {row['sink']} {row['table']} -> {row['target']}: "
-            f"{row['total_rows']} rows written over {row['epochs']} epoch(s), last epoch {row['last_epoch']}",
+            f"  {row['table']} -> {row['target']}: {row['total_rows']} rows committed by {row['sink']} "
+            f"over {row['epochs']} epoch(s) (last epoch {row['last_epoch']}){now}",
             file=out,
         )
