@@ -153,28 +153,33 @@ class Delta(Sink):
         return f"Delta ({self.options.save_mode})"
 
     def write(self, ctx: Any, frames: dict[str, Any], dataset: Dataset) -> list[Any]:
+        """Commit the epoch per table: appends run concurrently (different
+        tables never conflict); upserts run one by one, because MERGE takes
+        its transaction id from session settings."""
+        from streaming_engine.runtime.parallel import map_concurrently
+
+        tables = [t for t in dataset.tables if t.table_id in frames]
+        upsert = self.options.save_mode == "upsert"
+        workers = 1 if upsert else ctx.commit_parallelism
+        return map_concurrently(lambda t: self._write_table(ctx, frames[t.table_id], t), tables, workers)
+
+    def _write_table(self, ctx: Any, df: Any, table: TableSchema) -> Any:
         from streaming_engine.checkpoint import delta_txn
         from streaming_engine.runtime.context import CommitRecord
 
         o = self.options
-        out = []
-        for table in dataset.tables:
-            df = frames.get(table.table_id)
-            if df is None:
-                continue
-            target = delta_txn.Target(self.target_for(table), is_path=o.path is not None)
-            app_id = ctx.txn_app_id(table.table_id)
-            if o.save_mode == "upsert":
-                commit = delta_txn.upsert(
-                    ctx.spark, df, target, self.key_for(table), table.names, app_id, ctx.batch_id, o.sequence_column
-                )
-            else:
-                commit = delta_txn.append(
-                    ctx.spark, df.select(*[f"`{c}`" for c in table.names]), target, app_id, ctx.batch_id,
-                    partition_by=o.partition_by or (),
-                )
-            out.append(CommitRecord(ctx.sink_uid, table.table_id, target.name, commit.rows, commit.version, commit.skipped))
-        return out
+        target = delta_txn.Target(self.target_for(table), is_path=o.path is not None)
+        app_id = ctx.txn_app_id(table.table_id)
+        if o.save_mode == "upsert":
+            commit = delta_txn.upsert(
+                ctx.spark, df, target, self.key_for(table), table.names, app_id, ctx.batch_id, o.sequence_column
+            )
+        else:
+            commit = delta_txn.append(
+                ctx.spark, df.select(*[f"`{c}`" for c in table.names]), target, app_id, ctx.batch_id,
+                partition_by=o.partition_by or (),
+            )
+        return CommitRecord(ctx.sink_uid, table.table_id, target.name, commit.rows, commit.version, commit.skipped)
 
 
 def _incompatible(table: TableSchema, detail: str) -> SchemaError:

@@ -45,6 +45,10 @@ class EnvConfig(BaseModel):
         3, ge=0, alias="job.retry.interval.seconds", description="Seconds between restarts."
     )
     chaining: bool = Field(True, description="Chain consecutive transforms into one stage.")
+    commit_parallelism: int = Field(
+        4, ge=1, le=64, alias="commit.parallelism",
+        description="Tables of one sink committed concurrently per epoch (Delta appends).",
+    )
     metrics_enabled: bool = Field(
         False, alias="metrics.enabled", description="Serve Prometheus metrics while the job runs."
     )

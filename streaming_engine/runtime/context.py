@@ -57,4 +57,5 @@ class EpochContext:
     vertex_id: str
     batch_id: int  # the epoch: Spark's batch id, stable across restarts
     txn_app_id: Callable[[str], str]  # table id -> stable Delta txnAppId
+    commit_parallelism: int = 1  # per-table commits a sink may run concurrently
     extras: dict[str, Any] = field(default_factory=dict)

@@ -103,6 +103,11 @@ class PipelineRunner:
         faults.maybe_crash("epoch_start", batch_id)
         cached: list["DataFrame"] = []
         try:
+            if self.combined_dataset().is_multi_table:
+                # rows of one table together in each cached partition: the
+                # per-table filters below then skip most cached batches
+                # (in-memory column stats) instead of scanning the whole batch
+                batch = batch.sortWithinPartitions(rows.TABLE)
             base = batch.persist()
             cached.append(base)
             outputs = self._run_vertices(base, batch_id, cached)
@@ -161,6 +166,7 @@ class PipelineRunner:
                 vertex_id=lv.id,
                 batch_id=batch_id,
                 txn_app_id=lambda table, uid=lv.uid: txn_app_id(self.dag, self.pipeline.key, uid, table),
+                commit_parallelism=self.dag.env.commit_parallelism,
             )
             faults.maybe_crash("before_sink", batch_id, lv.uid)
             commits.extend(lv.plugin.write(ctx, frames, lv.schema))  # type: ignore[attr-defined]
