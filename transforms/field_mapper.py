@@ -14,6 +14,7 @@ from streaming_engine.plugins.base import PluginOptions, Transform, missing_colu
 from streaming_engine.plugins.registry import register
 from streaming_engine.schema import Column, TableSchema
 from transforms._common import MultiTableTransformOptions, renamed_columns
+from transforms._runtime import col, project
 
 
 class FieldMapperOptions(MultiTableTransformOptions):
@@ -52,3 +53,8 @@ class FieldMapper(Transform):
                 raise missing_column(table, src)
             columns.append(Column(dest, by_name[src].type, by_name[src].nullable))
         return renamed_columns(table, columns, dict(options.field_mapper))
+
+    def apply(self, ctx, df, table, options):
+        assert isinstance(options, FieldMapperOptions)
+        self.transform_table(table, options)
+        return project(df, [col(src).alias(dest) for src, dest in options.field_mapper.items()])

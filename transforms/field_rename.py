@@ -16,6 +16,7 @@ from streaming_engine.plugins.registry import register
 from streaming_engine.schema import TableSchema
 from transforms._common import invalid, renamed_columns
 from transforms._rename import RenameOptions
+from transforms._runtime import col, project
 
 
 class FieldRenameOptions(RenameOptions):
@@ -39,3 +40,7 @@ class FieldRename(Transform):
                 raise invalid(f"FieldRename turns column {old!r} of table {table.table_id!r} into an empty name")
         columns = [replace(c, name=renames[c.name]) for c in table.columns]
         return renamed_columns(table, columns, renames)
+
+    def apply(self, ctx, df, table, options):
+        out = self.transform_table(table, options)
+        return project(df, [col(old).alias(new) for old, new in zip(table.names, out.names)])

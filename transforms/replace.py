@@ -8,6 +8,7 @@ match). Compiles to Spark's regexp_replace / replace. The schema is unchanged;
 
 from __future__ import annotations
 
+import re
 from typing import ClassVar
 
 from pydantic import Field, model_validator
@@ -16,6 +17,8 @@ from streaming_engine.plugins.base import PluginOptions, Transform, missing_colu
 from streaming_engine.plugins.registry import register
 from streaming_engine.schema import TableSchema
 from transforms._common import MultiTableTransformOptions, check_java_regex, invalid
+from transforms._rename import _parse_java_replacement
+from transforms._runtime import col, project
 
 
 class ReplaceOptions(MultiTableTransformOptions):
@@ -31,6 +34,7 @@ class ReplaceOptions(MultiTableTransformOptions):
             raise ValueError("replace_first only applies when is_regex = true; set is_regex = true or drop replace_first")
         if self.is_regex:
             check_java_regex("pattern", self.pattern)
+            _parse_java_replacement(self.replacement)  # $N / ${name} / \\ escapes, as Java's replaceAll
         return self
 
 
@@ -54,3 +58,41 @@ class Replace(Transform):
                 "cast it first (e.g. with the Sql transform)"
             )
         return table
+
+    def apply(self, ctx, df, table, options):
+        from pyspark.sql import functions as F
+
+        assert isinstance(options, ReplaceOptions)
+        self.transform_table(table, options)
+        target = col(options.replace_field)
+        if not options.is_regex:
+            new = F.replace(target, F.lit(options.pattern), F.lit(options.replacement))
+        elif options.replace_first:
+            pattern, replacement = first_match_rewrite(options.pattern, options.replacement)
+            new = F.regexp_replace(target, F.lit(pattern), F.lit(replacement))
+        else:
+            new = F.regexp_replace(target, F.lit(options.pattern), F.lit(options.replacement))
+        return project(
+            df, [new.alias(c) if c == options.replace_field else col(c) for c in table.names]
+        )
+
+
+def first_match_rewrite(pattern: str, replacement: str) -> tuple[str, str]:
+    """Java's ``String.replaceFirst`` as a ``regexp_replace`` (which replaces every match).
+
+    ``^((?s:.*?))(?:pattern)`` matches once, from the start of the text up to the
+    end of the leftmost match of ``pattern`` (the lazy prefix tries the earliest
+    position first, as a regex search does); the prefix is put back as ``$1``.
+    Group numbers shift by one: ``\\N`` back references in the pattern and
+    ``$N`` references in the replacement are renumbered (named groups are kept).
+    """
+    shifted = re.sub(r"(?<!\\)((?:\\\\)*)\\(\d+)", lambda m: f"{m.group(1)}\\{int(m.group(2)) + 1}", pattern)
+    out = []
+    for kind, value in _parse_java_replacement(replacement):
+        if kind == "lit":
+            out.append(re.sub(r"([\\$0-9])", r"\\\1", value))  # a digit after $N must stay literal
+        elif isinstance(value, int):
+            out.append(f"${value + 1}")
+        else:
+            out.append("${" + value + "}")
+    return f"^((?s:.*?))(?:{shifted})", "$1" + "".join(out)

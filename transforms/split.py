@@ -15,6 +15,7 @@ from streaming_engine.plugins.base import PluginOptions, Transform, missing_colu
 from streaming_engine.plugins.registry import register
 from streaming_engine.schema import Column, TableSchema
 from transforms._common import MultiTableTransformOptions, append_columns, as_list, check_java_regex, no_duplicates
+from transforms._runtime import col, project
 
 
 class SplitOptions(MultiTableTransformOptions):
@@ -47,3 +48,15 @@ class Split(Transform):
         if options.split_field not in table.names:
             raise missing_column(table, options.split_field)
         return append_columns(table, [Column(n, "string") for n in options.output_fields])
+
+    def apply(self, ctx, df, table, options):
+        """Java's ``value.toString().split(separator, n)`` with n = the number of output
+        fields (the last piece keeps the rest); missing pieces and null values give null."""
+        from pyspark.sql import functions as F
+
+        assert isinstance(options, SplitOptions)
+        self.transform_table(table, options)
+        n = len(options.output_fields)
+        pieces = F.split(col(options.split_field).cast("string"), F.lit(options.separator), F.lit(n))
+        new = [F.get(pieces, i).alias(name) for i, name in enumerate(options.output_fields)]
+        return project(df, [col(c) for c in table.names] + new)
