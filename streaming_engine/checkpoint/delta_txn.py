@@ -35,9 +35,15 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger("streaming_engine.commit")
 T = TypeVar("T")
 
+# Safe to retry: the txn id makes the retried write idempotent, and the retry
+# reads the new snapshot. Not retried: ProtocolChangedException (the table was
+# upgraded under us) and ConcurrentTransactionException (another writer is
+# using OUR transaction id: two copies of the same job are running).
 _RETRYABLE = (
     "ConcurrentAppendException",
     "ConcurrentDeleteReadException",
+    "ConcurrentDeleteDeleteException",
+    "ConcurrentWriteException",
     "MetadataChangedException",
 )
 _TXN_APP = "spark.databricks.delta.write.txnAppId"
