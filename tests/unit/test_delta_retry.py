@@ -1,14 +1,10 @@
 """Which Delta conflicts are retried, and what a terminal one says (real Delta exception types)."""
 
 import pytest
-from delta.exceptions.base import ConcurrentWriteException, DeltaConcurrentModificationException, ProtocolChangedException
+from delta.exceptions.base import ConcurrentAppendException, ConcurrentWriteException, ProtocolChangedException
 
 from streaming_engine.checkpoint.delta_txn import with_retries
 from streaming_engine.errors import CommitError
-
-
-class ConcurrentAppendException(DeltaConcurrentModificationException):
-    """Delta names its Python exception classes after the JVM ones."""
 
 
 def flaky(failures: list[Exception]):
