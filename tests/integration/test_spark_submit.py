@@ -1,0 +1,51 @@
+"""spark-submit.sh runs a job end to end (local mode) and reports failures with a non-zero exit."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+JOB = """
+env {{ job.name = submitted, checkpoint.dir = "{work}/ck", job.retry.times = 0,
+      spark.driver.extraJavaOptions = "-XX:TieredStopAtLevel=1" }}
+source {{
+  FakeSource {{
+    plugin_output = src
+    rows = [
+      {{ kind = INSERT, fields = [1, "a"] }},
+      {{ kind = INSERT, fields = [2, "b"] }},
+      {{ kind = UPDATE_AFTER, fields = [1, "a2"] }}
+    ]
+    schema = {{ fields {{ id = bigint, name = string }}, primaryKey {{ name = pk, columnNames = [id] }} }}
+  }}
+}}
+sink {{ Delta {{ plugin_input = src, path = "{work}/out", save_mode = upsert }} }}
+"""
+
+
+@pytest.mark.spark
+def test_spark_submit_runs_a_job_to_completion(spark, tmp_path):
+    conf = tmp_path / "job.conf"
+    conf.write_text(JOB.format(work=tmp_path))
+    proc = subprocess.run(
+        [str(ROOT / "spark-submit.sh"), "run", "-c", str(conf), "-m", "local[1]"],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "job 'submitted' FINISHED" in proc.stdout
+    rows = {r["id"]: r["name"] for r in spark.read.format("delta").load(str(tmp_path / "out")).collect()}
+    assert rows == {1: "a2", 2: "b"}
+
+
+@pytest.mark.spark
+def test_spark_submit_rejects_cluster_masters_clearly(tmp_path):
+    proc = subprocess.run(
+        [str(ROOT / "spark-submit.sh"), "run", "-c", str(tmp_path / "x.conf"), "-m", "yarn"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 2
+    assert "not supported yet" in proc.stderr
