@@ -57,3 +57,12 @@ class FilterRowKind(Transform):
 
     def transform_table(self, table: TableSchema, options: PluginOptions) -> TableSchema:
         return table
+
+    def apply(self, ctx, df, table, options):
+        from pyspark.sql import functions as F
+
+        from streaming_engine.runtime import rows
+
+        assert isinstance(options, FilterRowKindOptions)
+        kept = [rows.KIND_OF_NAME[k] for k in options.kept_kinds()]
+        return df.where(F.col(rows.KIND).isin(kept))

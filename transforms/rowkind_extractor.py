@@ -16,6 +16,7 @@ from streaming_engine.plugins.base import PluginOptions, Transform
 from streaming_engine.plugins.registry import register
 from streaming_engine.schema import Column, TableSchema
 from transforms._common import MultiTableTransformOptions, append_columns, upper
+from transforms._runtime import col
 
 
 class RowKindExtractorOptions(MultiTableTransformOptions):
@@ -39,3 +40,23 @@ class RowKindExtractor(Transform):
     def transform_table(self, table: TableSchema, options: PluginOptions) -> TableSchema:
         assert isinstance(options, RowKindExtractorOptions)
         return append_columns(table, [Column(options.custom_field_name, "string", nullable=False)])
+
+    def apply(self, ctx, df, table, options):
+        """The kind as a column (``+I`` ... or INSERT ...); every output row becomes an INSERT."""
+        from pyspark.sql import functions as F
+
+        from streaming_engine.runtime import rows
+
+        assert isinstance(options, RowKindExtractorOptions)
+        self.transform_table(table, options)
+        kind = F.col(rows.KIND)
+        if options.transform_type == "FULL":
+            value = None
+            for short, full in rows.NAME_OF_KIND.items():
+                value = (F.when if value is None else value.when)(kind == short, F.lit(full))
+        else:
+            value = kind
+        return df.select(
+            col(rows.TABLE), F.lit(rows.INSERT).alias(rows.KIND), col(rows.SEQ),
+            *[col(c) for c in table.names], value.alias(options.custom_field_name),
+        )  # fmt: skip
