@@ -2,12 +2,20 @@
 
 Output: one table (named ``plugin_output``, else "default") with Spark's fixed
 columns ``timestamp timestamp`` and ``value bigint``.
+
+Run time (:meth:`Rate.read`): ``spark.readStream.format("rate")`` with
+``rowsPerSecond``, ``rampUpTime`` and ``numPartitions`` (default: the plugin's
+``parallelism`` if set, else Spark's default parallelism). Rows are ``+I`` and
+``__seq`` is ``value``: the rate source derives values and timestamps from the
+batch's offsets, so a replayed batch produces the same rows. The source never
+ends; in a BATCH job (available-now trigger) it produces what was due at start,
+usually nothing.
 """
 
 from __future__ import annotations
 
 import re
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import AliasChoices, Field, field_validator
 
@@ -57,3 +65,27 @@ class Rate(Source):
 
     def describe(self) -> str:
         return f"Rate ({self.options.rowsPerSecond} rows/s)"
+
+    # -- run time ------------------------------------------------------------
+    def read(self, ctx: Any) -> Any:
+        from pyspark.sql import functions as F
+
+        from streaming_engine.runtime import rows as envelope
+
+        o = self.options
+        r = (
+            ctx.spark.readStream.format("rate")
+            .option("rowsPerSecond", str(o.rowsPerSecond))
+            .option("rampUpTime", o.rampUpTime.replace(" ", ""))
+        )
+        partitions = o.numPartitions or o.parallelism
+        if partitions:
+            r = r.option("numPartitions", str(partitions))
+        table = ctx.dataset.tables[0]
+        return r.load().select(
+            F.lit(table.table_id).alias(envelope.TABLE),
+            F.lit(envelope.INSERT).alias(envelope.KIND),
+            F.col("value").alias(envelope.SEQ),
+            F.col("timestamp"),
+            F.col("value"),
+        )
