@@ -11,7 +11,7 @@ columns in place or appended at the end. The module is not imported at plan time
 from __future__ import annotations
 
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
@@ -21,6 +21,7 @@ from streaming_engine.plugins.base import PluginOptions, Transform
 from streaming_engine.plugins.registry import register
 from streaming_engine.schema import Column, TableSchema
 from transforms._common import MultiTableTransformOptions
+from transforms._runtime import arrow_schema
 
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _FUNCTION = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")  # attribute path allowed
@@ -97,3 +98,111 @@ class Python(Transform):
     def describe(self) -> str:
         module, function = self.options.target()  # type: ignore[attr-defined]
         return f"Python ({module}:{function}, {self.options.api})"  # type: ignore[attr-defined]
+
+    def arrow_function(self, ctx, table, options):
+        """The user's function wrapped to the engine's contract (built on the driver, run in workers).
+
+        The function sees the whole batch, metadata columns included, and may
+        drop rows (filter) or change values; its result is brought to the
+        plan-time schema: columns taken by name and cast to their declared
+        types, extra columns dropped. If it returns as many rows as it got, missing
+        metadata columns are taken from the input; None or no rows drops the batch.
+        """
+        assert isinstance(options, PythonOptions)
+        out = self.transform_table(table, options)
+        module, function = options.target()
+        assert module is not None
+        return PythonFunction(ctx.vertex_id, table.table_id, module, function, options.api, arrow_schema(out))
+
+
+_LOADED: dict[tuple[str, str], Any] = {}
+
+
+def load_function(module: str, function: str) -> Any:
+    """Import ``module`` and resolve the attribute path ``function`` (cached per worker process)."""
+    key = (module, function)
+    if key not in _LOADED:
+        import importlib
+
+        obj: Any = importlib.import_module(module)
+        for part in function.split("."):
+            obj = getattr(obj, part)
+        if not callable(obj):
+            raise TypeError(f"{module}:{function} is a {type(obj).__name__}, not a function")
+        _LOADED[key] = obj
+    return _LOADED[key]
+
+
+@dataclass(frozen=True)
+class PythonFunction:
+    vertex_id: str
+    table_id: str
+    module: str
+    function: str
+    api: str
+    schema: Any  # output pyarrow Schema
+
+    def __call__(self, batch):
+        import pyarrow as pa
+
+        from streaming_engine.runtime import rows
+        from transforms._runtime import TERMINAL, TransformFailed, failure, to_schema
+
+        name = f"{self.module}:{self.function}"
+        try:
+            fn = load_function(self.module, self.function)
+        except Exception as e:  # the module is missing or broken on this worker: a restart will not help
+            raise failure(self.vertex_id, self.table_id, f"cannot load {name}: {type(e).__name__}: {e}") from None
+        try:
+            result = fn(batch if self.api == "arrow" else batch.to_pandas())
+        except Exception as e:
+            raise TransformFailed(
+                f"{self.vertex_id} on table {self.table_id}: {name} raised {type(e).__name__}: {e}"
+            ) from e
+        if result is None:
+            return None
+        columns: dict[str, Any] = {}
+        if self.api == "arrow":
+            if isinstance(result, pa.Table):
+                result = result.combine_chunks().to_batches()[0] if result.num_rows else None
+                if result is None:
+                    return None
+            if not isinstance(result, pa.RecordBatch):
+                raise failure(self.vertex_id, self.table_id, f"{name} returned {type(result).__name__}, expected a pyarrow.RecordBatch")
+            n = result.num_rows
+            for i, field in enumerate(result.schema):
+                columns[field.name] = result.column(i)
+        else:
+            import pandas as pd
+
+            if not isinstance(result, pd.DataFrame):
+                raise failure(self.vertex_id, self.table_id, f"{name} returned {type(result).__name__}, expected a pandas.DataFrame")
+            n = len(result)
+            for field in self.schema:
+                if field.name in result.columns:
+                    try:
+                        columns[field.name] = pa.array(result[field.name], type=field.type, from_pandas=True)
+                    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as e:
+                        raise failure(
+                            self.vertex_id, self.table_id, f"{name}: column {field.name!r} cannot be read as {field.type}: {e}"
+                        ) from None  # fmt: skip
+        if n == 0:
+            return None
+        for m in rows.META:
+            if m not in columns:
+                if n != batch.num_rows:
+                    raise failure(
+                        self.vertex_id, self.table_id,
+                        f"{name} dropped the metadata column {m!r} and changed the number of rows; keep {', '.join(rows.META)}",
+                    )  # fmt: skip
+                columns[m] = batch.column(batch.schema.get_field_index(m))
+        missing = [f.name for f in self.schema if f.name not in columns]
+        if missing:
+            raise failure(
+                self.vertex_id, self.table_id,
+                f"{name} returned no column {', '.join(map(repr, missing))}; expected {', '.join(self.schema.names[3:])}",
+            )  # fmt: skip
+        try:
+            return to_schema(columns, self.schema, name)
+        except TypeError as e:
+            raise failure(self.vertex_id, self.table_id, str(e)) from None

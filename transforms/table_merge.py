@@ -21,6 +21,7 @@ from streaming_engine.plugins.base import Transform
 from streaming_engine.plugins.registry import register
 from streaming_engine.schema import Column, Dataset, TableSchema
 from transforms._common import UNLIMITED_INPUTS, MultiTableTransformOptions, invalid
+from transforms._runtime import with_metadata
 
 
 class TableMergeOptions(MultiTableTransformOptions):
@@ -73,6 +74,25 @@ class TableMerge(Transform):
 
     def describe(self) -> str:
         return f"TableMerge (into table {self.options.table})"
+
+    def apply_frames(self, ctx, frames):
+        """Union the frames of the tables merged into one id; ``__table`` is that id."""
+        groups: dict[str, list] = {}
+        for table_id, df in frames.items():
+            opts = self.options_for(table_id)
+            target = table_id if opts is None else opts.target(table_id)  # type: ignore[attr-defined]
+            groups.setdefault(target, []).append((table_id, df))
+        out = {}
+        for target, members in groups.items():
+            if len(members) == 1 and members[0][0] == target:
+                out[target] = members[0][1]
+                continue
+            merged = None
+            for _, df in members:
+                framed = with_metadata(df, table=target)
+                merged = framed if merged is None else merged.unionByName(framed)
+            out[target] = merged
+        return out
 
 
 def _merge(table_id: str, tables: list[TableSchema]) -> TableSchema:

@@ -15,6 +15,7 @@ from streaming_engine.plugins.registry import register
 from streaming_engine.schema import Dataset, TableSchema
 from transforms._common import invalid
 from transforms._rename import RenameOptions
+from transforms._runtime import with_metadata
 
 
 class TableRenameOptions(RenameOptions):
@@ -50,3 +51,15 @@ class TableRename(Transform):
                 )
             seen[after] = before
         return result
+
+    def apply_frames(self, ctx, frames):
+        """Each matched table under its new id; ``__table`` carries the new id."""
+        out = {}
+        tables = {t.table_id: t for d in ctx.inputs for t in d.tables}
+        for table_id, df in frames.items():
+            opts = self.options_for(table_id)
+            new_id = table_id if opts is None else self.transform_table(tables[table_id], opts).table_id
+            if new_id in out:
+                raise invalid(f"tables would both be named {new_id!r}; narrow table_match_regex or use TableMerge")
+            out[new_id] = df if new_id == table_id else with_metadata(df, table=new_id)
+        return out
