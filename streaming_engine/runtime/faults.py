@@ -33,4 +33,20 @@ def maybe_crash(point: str, epoch: int, sink: str | None = None) -> None:
         return
     want_point, want_epoch, want_sink = spec
     if point == want_point and epoch == want_epoch and (want_sink is None or want_sink == sink):
-        os.kill(os.getpid(), signal.SIGKILL)
+        _kill_driver()
+
+
+def _kill_driver() -> None:
+    """SIGKILL the whole driver at once, the JVM first: a lost machine, not a
+    clean shutdown (the JVM would otherwise run its shutdown hooks when it
+    notices the Python process is gone)."""
+    try:
+        from pyspark import SparkContext
+
+        gateway = SparkContext._gateway
+        proc = getattr(gateway, "proc", None) if gateway is not None else None
+        if proc is not None:
+            os.kill(proc.pid, signal.SIGKILL)
+    except Exception:
+        pass
+    os.kill(os.getpid(), signal.SIGKILL)
