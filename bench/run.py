@@ -83,8 +83,8 @@ def bench_python_fusion(spark, df, repeat: int) -> list[Row]:
         assert passes == 1, "the engine must fuse the chain into one Python pass"
 
         def engine(members=members, job=job):
-            frames = run_chain(spark, job.dag, members, {"default": df}, 0)
-            frames["default"].write.format("noop").mode("overwrite").save()
+            frames = run_chain(spark, job.dag, members, {"src": df}, 0)
+            frames["src"].write.format("noop").mode("overwrite").save()
 
         def unfused(k=k):
             cur = df
@@ -126,8 +126,8 @@ def bench_builtins(spark, df, repeat: int) -> Row:
     members = [v for v in job.dag.vertices if v.kind == "transform"]
 
     def engine():
-        frames = run_chain(spark, job.dag, members, {"default": df}, 0)
-        frames["default"].write.format("noop").mode("overwrite").save()
+        frames = run_chain(spark, job.dag, members, {"src": df}, 0)
+        frames["src"].write.format("noop").mode("overwrite").save()
 
     def hand():
         (
@@ -297,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     df = (
         spark.range(args.rows)
         .select(
-            F.lit("default").alias("__table"), F.lit("+I").alias("__kind"), F.col("id").alias("__seq"),
+            F.lit("src").alias("__table"), F.lit("+I").alias("__kind"), F.col("id").alias("__seq"),
             F.col("id"), (F.col("id") * 0.5).alias("v"), F.concat(F.lit("abc"), F.col("id")).alias("s"),
         )
         .repartition(2)

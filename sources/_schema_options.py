@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from streaming_engine.errors import SchemaError, render
-from streaming_engine.schema import Column, TableSchema, normalize_type
+from streaming_engine.schema import Column, TableSchema, normalize_type, split_top
 
 DEFAULT_TABLE_ID = "default"
 
@@ -61,7 +61,7 @@ def _inline_rows(t: str) -> str:
             if depth == 0:
                 body = t[start + 1 : i]
                 parts = []
-                for part in _split_top(body):
+                for part in split_top(body):
                     name, sep, typ = part.partition("=")
                     if not sep:
                         name, sep, typ = part.partition(":")
@@ -70,23 +70,6 @@ def _inline_rows(t: str) -> str:
                     parts.append(f"{name.strip().strip('`')}: {_inline_rows(typ.strip())}")
                 return t[:start] + f"struct<{', '.join(parts)}>" + _inline_rows(t[i + 1 :])
     raise ValueError(f"unbalanced braces in type {t!r}")
-
-
-def _split_top(s: str) -> list[str]:
-    out, depth, cur = [], 0, ""
-    for ch in s:
-        if ch in "<({":
-            depth += 1
-        elif ch in ">)}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    if cur.strip():
-        out.append(cur.strip())
-    return out
 
 
 def check_table_path(path: str) -> str:

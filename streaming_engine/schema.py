@@ -44,13 +44,13 @@ _SIMPLE_TYPES = {
 _DECIMAL = re.compile(r"^decimal\s*\(\s*(\d+)\s*,\s*(\d+)\s*\)$", re.I)
 
 
-def _split_top(s: str, sep: str = ",") -> list[str]:
-    """Split ``s`` on ``sep`` outside of <> and () brackets."""
+def split_top(s: str, sep: str = ",") -> list[str]:
+    """Split ``s`` on ``sep`` outside of <>, () and {} brackets; parts stripped."""
     out, depth, cur = [], 0, []
     for ch in s:
-        if ch in "<(":
+        if ch in "<({":
             depth += 1
-        elif ch in ">)":
+        elif ch in ">)}":
             depth -= 1
         if ch == sep and depth == 0:
             out.append("".join(cur).strip())
@@ -84,14 +84,14 @@ def normalize_type(spec: Any) -> str:
     if low.startswith("array<") and low.endswith(">"):
         return f"array<{normalize_type(t[6:-1])}>"
     if low.startswith("map<") and low.endswith(">"):
-        parts = _split_top(t[4:-1])
+        parts = split_top(t[4:-1])
         if len(parts) != 2:
             raise SchemaError("SCHEMA.INVALID", {"detail": f"map type {spec!r} needs a key and a value type"})
         return f"map<{normalize_type(parts[0])},{normalize_type(parts[1])}>"
     if (low.startswith("struct<") or low.startswith("row<")) and low.endswith(">"):
         body = t[t.index("<") + 1 : -1]
         fields = []
-        for part in _split_top(body):
+        for part in split_top(body):
             name, _, typ = part.partition(":")
             if not typ:
                 raise SchemaError("SCHEMA.INVALID", {"detail": f"struct field {part!r} needs name:type"})

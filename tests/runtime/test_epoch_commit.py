@@ -1,12 +1,13 @@
 """End to end: FakeSource -> Delta, multi-table, CDC upserts, exactly-once replays."""
 
+import urllib.request
 from collections import defaultdict
 
 from sources._fake_runtime import TableSpec, generate
 from streaming_engine.job import compile_text
 
 CDC_JOB = """
-env { job.name = cdc_job }
+env { job.name = cdc_job, metrics.enabled = true, metrics.port = 0 }
 source {
   FakeSource {
     plugin_output = cdc
@@ -60,6 +61,15 @@ def test_multi_table_cdc_job_commits_every_epoch_to_every_sink(spark, run_job_te
         per_table[(row["sink"], row["table"])] = row["epochs"]
     assert per_table[("delta.cdc", "shop.orders")] == 3
     assert per_table[("delta.cdc-2", "shop.users")] == 3
+    # Prometheus metrics per job, pipeline, sink and table, over real HTTP
+    from streaming_engine.metrics.prometheus import PrometheusMetrics
+
+    port = PrometheusMetrics._shared.port
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    series = 'streaming_engine_rows_committed_total{job="cdc_job",pipeline="cdc",sink="delta.cdc-2",table="shop.orders"}'
+    assert f"{series} 900.0" in text
+    assert 'streaming_engine_last_committed_epoch{job="cdc_job",pipeline="cdc"} 2.0' in text
+    assert 'streaming_engine_job_status{job="cdc_job"} 2.0' in text
 
 
 def test_rerunning_a_finished_job_writes_nothing_twice(spark, run_job_text):
