@@ -4,16 +4,44 @@
 input needs ``${table_name}`` (or ``${table_full_name}``) so tables do not share
 a directory. Files are written to a staging directory and published atomically
 when the epoch commits (``commit_protocol = "staged-publish"``).
+
+Run time, per epoch and table (directory ``<path>``, epoch ``E``, and a short
+tag ``T`` of the sink's stable transaction id, so sinks of other jobs can share
+a directory):
+
+1. ``<path>/_published/T-E.json`` exists: the epoch is already published (a
+   replay after a crash): nothing is written; the record reports the rows of the
+   first commit with ``skipped = True``; leftover staging is removed.
+2. Otherwise Spark writes the epoch's rows to ``<path>/_staging/T-E/``. A
+   staging directory without its ``_MANIFEST.json`` is a half-written one from
+   a crash: it is deleted and written again. The manifest, written last and
+   atomically, lists every staged file with its final name
+   ``part-E-NNNNN-T<ext>`` (``ext`` as Spark wrote it, e.g. ``.csv.gz``,
+   ``.snappy.parquet``; Hive partition directories are kept).
+3. Publish: each staged file is renamed (atomically, on the same file system)
+   to its final name; a file whose final name exists was moved by an earlier
+   attempt. Then the marker is written (atomically) and the staging directory
+   removed. A crash during step 3 is completed by the replay.
+
+Readers never see a partly written file; ``_staging`` and ``_published`` start
+with "_" so Spark (and the LocalFile source) ignore them. An epoch with no rows
+publishes no file. Row kinds are not written (as SeaTunnel's file sinks do):
+every row, whatever its kind, becomes a line.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import re
+import shutil
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from sinks._placeholders import check_distinct_targets, check_template, render
-from streaming_engine.errors import SchemaError
+from streaming_engine.errors import CommitError, SchemaError
 from streaming_engine.plugins.base import Sink, SinkOptions, missing_column
 from streaming_engine.plugins.registry import register
 from streaming_engine.schema import Dataset, TableSchema
@@ -107,6 +135,121 @@ class LocalFile(Sink):
     def describe(self) -> str:
         return f"LocalFile ({self.options.file_format_type})"
 
+    # -- run time ------------------------------------------------------------
+    def write(self, ctx: Any, frames: dict[str, Any], dataset: Dataset) -> list[Any]:
+        out = []
+        for table in dataset.tables:
+            df = frames.get(table.table_id)
+            if df is None:
+                continue
+            out.append(self._commit_table(ctx, df, table))
+        return out
+
+    def _commit_table(self, ctx: Any, df: Any, table: TableSchema) -> Any:
+        from streaming_engine.runtime.context import CommitRecord
+
+        target = render(self.options.path, table)
+        root = _local_path(target)
+        tag = _tag(ctx.txn_app_id(table.table_id))
+        name = f"{tag}-{ctx.batch_id:012d}"
+        marker = os.path.join(root, "_published", f"{name}.json")
+        staging = os.path.join(root, "_staging", name)
+        manifest = os.path.join(staging, "_MANIFEST.json")
+        if os.path.exists(marker):
+            shutil.rmtree(staging, ignore_errors=True)
+            with open(marker, encoding="utf-8") as f:
+                rows = int(json.load(f)["rows"])
+            return CommitRecord(ctx.sink_uid, table.table_id, target, rows, skipped=True)
+        if not os.path.exists(manifest):
+            shutil.rmtree(staging, ignore_errors=True)  # none, or half-written by a crashed attempt
+            rows = self._stage(df, table, staging)
+            files = _final_names(staging, ctx.batch_id, tag) if rows else []
+            _write_json(manifest, {"epoch": ctx.batch_id, "rows": rows, "files": files})
+        with open(manifest, encoding="utf-8") as f:
+            staged = json.load(f)
+        for src, dst in staged["files"]:
+            src_path, dst_path = os.path.join(staging, src), os.path.join(root, dst)
+            if os.path.exists(src_path):
+                os.makedirs(os.path.dirname(dst_path), exist_ok=True)
+                os.replace(src_path, dst_path)
+            elif not os.path.exists(dst_path):
+                raise CommitError(
+                    "RUNTIME.FAILED",
+                    {"detail": f"LocalFile: staged file {src_path} of epoch {ctx.batch_id} disappeared before it was published"},
+                )
+        published = {"epoch": ctx.batch_id, "rows": staged["rows"], "files": [d for _, d in staged["files"]], "sink": ctx.sink_uid}
+        _write_json(marker, published)
+        shutil.rmtree(staging, ignore_errors=True)
+        return CommitRecord(ctx.sink_uid, table.table_id, target, int(staged["rows"]))
+
+    def _stage(self, df: Any, table: TableSchema, staging: str) -> int:
+        """Write the rows to ``staging`` with Spark; the number of rows written."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        o = self.options
+        columns = list(o.sink_columns or table.names)
+        partitions = list(o.partition_by or ()) if o.have_partition else []
+        columns += [c for c in partitions if c not in columns]
+        obs = Observation()
+        data = df.select(*[F.col("`" + c.replace("`", "``") + "`") for c in columns]).observe(obs, F.count(F.lit(1)).alias("rows"))
+        w = data.write.format(o.file_format_type).mode("overwrite").option("compression", o.compress_codec)
+        if o.file_format_type == "csv":
+            w = w.option("sep", o.field_delimiter or ",").option("header", str(o.enable_header_write).lower())
+            w = w.option("encoding", o.encoding)
+        elif o.file_format_type == "json":
+            w = w.option("encoding", o.encoding).option("ignoreNullFields", "false")
+        if partitions:
+            w = w.partitionBy(*partitions)
+        w.save(staging)
+        return int((obs.get or {}).get("rows") or 0)
+
 
 def _incompatible(table: TableSchema, detail: str) -> SchemaError:
     return SchemaError("SCHEMA.INCOMPATIBLE", {"table": table.table_id, "detail": detail})
+
+
+_SPARK_PART = re.compile(r"^part-\d+-[0-9a-fA-F-]{36}(?:_\d+)?-c\d+(?P<ext>.*)$")
+
+
+def _final_names(staging: str, epoch: int, tag: str) -> list[list[str]]:
+    """(staged path, final path) of every data file Spark wrote, relative, in a deterministic order."""
+    staged = []
+    for root, dirs, files in os.walk(staging):
+        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
+        rel = os.path.relpath(root, staging)
+        for f in sorted(files):
+            if not f.startswith((".", "_")):
+                staged.append(os.path.normpath(os.path.join(rel, f)))
+    out = []
+    for i, src in enumerate(sorted(staged)):
+        base = os.path.basename(src)
+        m = _SPARK_PART.match(base)
+        ext = m.group("ext") if m else base[base.find(".") :] if "." in base else ""
+        out.append([src, os.path.join(os.path.dirname(src), f"part-{epoch:06d}-{i:05d}-{tag}{ext}")])
+    return out
+
+
+def _tag(app_id: str) -> str:
+    return hashlib.sha1(app_id.encode()).hexdigest()[:10]
+
+
+def _write_json(path: str, data: dict[str, Any]) -> None:
+    """Write ``data`` to ``path`` atomically (a temporary file renamed over it)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _local_path(location: str) -> str:
+    if location.startswith("file:"):
+        from urllib.parse import unquote, urlparse
+
+        location = unquote(urlparse(location).path)
+    elif "://" in location:
+        raise CommitError("RUNTIME.FAILED", {"detail": f"LocalFile writes local paths only, got {location!r}"})
+    return os.path.abspath(location)
