@@ -78,7 +78,7 @@ def session_time_zone(ctx: Any) -> str:
         return "UTC"
 
 
-class TransformFailed(Exception):
+class TransformFailure(Exception):
     """A transform rejected a row at run time (raised inside Python workers).
 
     The message starts with the terminal marker and names the transform vertex
@@ -86,8 +86,8 @@ class TransformFailed(Exception):
     """
 
 
-def failure(vertex_id: str, table_id: str, detail: str) -> TransformFailed:
-    return TransformFailed(f"{TERMINAL} {vertex_id} on table {table_id}: {detail}")
+def failure(vertex_id: str, table_id: str, detail: str) -> TransformFailure:
+    return TransformFailure(f"{TERMINAL} {vertex_id} on table {table_id}: {detail}")
 
 
 def to_schema(columns: dict[str, "pa.Array"], schema: "pa.Schema", what: str) -> "pa.RecordBatch":

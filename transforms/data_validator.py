@@ -195,3 +195,172 @@ class DataValidator(Transform):
                 raise invalid(f"error_table {name!r} is also the name of an input table; choose another name")
             tables.append(TableSchema(name, ERROR_TABLE_COLUMNS))
         return Dataset(tuple(tables))
+
+    # -- run time ----------------------------------------------------------------
+    def apply(self, ctx, df, table, options):
+        valid, _, messages = _checks(table, options)
+        assert isinstance(options, DataValidatorOptions)
+        if options.row_error_handle_way == "FAIL":
+            return df.where(_fail_unless(valid, messages, ctx.vertex_id, table.table_id))
+        return df.where(valid)
+
+    def apply_frames(self, ctx, frames):
+        """FAIL and SKIP filter each table; ROUTE_TO_TABLE also builds the error table(s)."""
+        tables = {t.table_id: t for d in ctx.inputs for t in d.tables}
+        out = {}
+        errors: dict[str, list] = {}
+        for table_id, df in frames.items():
+            opts = self.options_for(table_id)
+            if opts is None:
+                out[table_id] = df
+                continue
+            assert isinstance(opts, DataValidatorOptions)
+            table = tables[table_id]
+            self.transform_table(table, opts)
+            out[table_id] = self.apply(ctx, df, table, opts)
+            if opts.row_error_handle_way == "ROUTE_TO_TABLE":
+                errors.setdefault(opts.error_table, []).append(_error_rows(df, table, opts))  # type: ignore[arg-type]
+        for name, parts in errors.items():
+            merged = parts[0]
+            for other in parts[1:]:
+                merged = merged.unionByName(other)
+            out[name] = merged
+        return out
+
+
+def _num(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else repr(v)
+
+
+def _rule_message(c, col_type: str, rule: ValidationRule):
+    """A string column: the rule's failure message, or null when the value passes.
+
+    Messages follow SeaTunnel's rules; ``custom_message`` replaces them. Only
+    NOT_NULL fails on null values.
+    """
+    from pyspark.sql import functions as F
+
+    def msg(default):
+        return F.lit(rule.custom_message) if rule.custom_message is not None else default
+
+    value = c.cast("string")
+    t = rule.rule_type
+    if t == "NOT_NULL":
+        return F.when(c.isNull(), msg(F.lit("Field cannot be null")))
+    if t == "RANGE":
+        out = None
+        if rule.min_value is not None:
+            below = c < F.lit(rule.min_value) if rule.min_inclusive else c <= F.lit(rule.min_value)
+            text = F.concat(F.lit("Value "), value, F.lit(f" is below minimum {_num(rule.min_value)}"))
+            out = F.when(below, msg(text))
+        if rule.max_value is not None:
+            above = c > F.lit(rule.max_value) if rule.max_inclusive else c >= F.lit(rule.max_value)
+            text = F.concat(F.lit("Value "), value, F.lit(f" exceeds maximum {_num(rule.max_value)}"))
+            out = F.when(above, msg(text)) if out is None else out.when(above, msg(text))
+        return out
+    if t == "LENGTH":
+        length = F.length(c) if col_type in ("string", "binary") else F.size(c)
+        n = length.cast("string")
+        out = None
+
+        def add(cond, text):
+            nonlocal out
+            out = F.when(cond, msg(text)) if out is None else out.when(cond, msg(text))
+
+        if rule.exact_length is not None:
+            add(length != rule.exact_length, F.concat(F.lit(f"Expected length {rule.exact_length} but got "), n))
+        if rule.min_length is not None:
+            add(length < rule.min_length, F.concat(F.lit("Length "), n, F.lit(f" is below minimum {rule.min_length}")))
+        if rule.max_length is not None:
+            add(length > rule.max_length, F.concat(F.lit("Length "), n, F.lit(f" exceeds maximum {rule.max_length}")))
+        return out
+    if t == "REGEX":
+        # Java's Matcher.matches(): the whole value must match
+        full = ("" if rule.case_sensitive else "(?i)") + f"^(?:{rule.pattern})\\z"
+        text = F.concat(F.lit("Value '"), value, F.lit(f"' does not match pattern '{rule.pattern}'"))
+        return F.when(~value.rlike(full), msg(text))
+    if t == "UDF" and rule.function_name == "EMAIL":
+        return _email_message(value, msg)
+    raise invalid(f"DataValidator has no run-time check for rule {t} {rule.function_name or ''}".strip())
+
+
+def _email_message(value, msg):
+    """SeaTunnel's built-in EMAIL UDF (EmailValidator) as column expressions."""
+    from pyspark.sql import functions as F
+
+    email = F.regexp_replace(value, r"^[\x00-\x20]+|[\x00-\x20]+$", "")  # Java String.trim()
+    at = F.instr(email, "@") - 1
+    ats = F.length(email) - F.length(F.replace(email, F.lit("@"), F.lit("")))
+    local = F.substring(email, 1, at)
+    domain = F.substring(email, at + 2, 1 << 30)
+
+    def fail(text):
+        return msg(F.concat(F.lit(text), email))
+
+    return (
+        F.when(email == "", None)
+        .when(F.length(email) > 254, fail("Email too long (max 254 characters): "))
+        .when((at <= 0) | (ats != 1), fail("Email must contain exactly one @ symbol: "))
+        .when(F.length(local) > 63, fail("Email local part too long (max 63 characters): "))
+        .when(email.rlike("[\"'`\\x00]"), fail("Email contains dangerous characters: "))
+        .when(~domain.rlike("^[a-zA-Z0-9.-]+\\z"), fail("Email domain contains invalid characters: "))
+        .when(~domain.contains("."), fail("Email domain must contain at least one dot: "))
+    )
+
+
+def _checks(table: TableSchema, options: PluginOptions):
+    """(valid: boolean column, errors: array<struct<field_name, error_message>>, messages: [(field, msg)])."""
+    from pyspark.sql import functions as F
+
+    from transforms._runtime import col
+
+    assert isinstance(options, DataValidatorOptions)
+    by_name = {c.name: c for c in table.columns}
+    messages = []
+    for fr in options.field_rules:
+        column = by_name[fr.field_name]
+        for rule in fr.rules:
+            messages.append((fr.field_name, _rule_message(col(column.name), column.type, rule)))
+    valid = F.coalesce(*[m for _, m in messages]).isNull() if len(messages) > 1 else messages[0][1].isNull()
+    errors = F.filter(
+        F.array(*[
+            F.when(m.isNotNull(), F.struct(F.lit(f).alias("field_name"), m.alias("error_message")))
+            for f, m in messages
+        ]),
+        lambda e: e.isNotNull(),
+    )  # fmt: skip
+    return valid, errors, messages
+
+
+def _fail_unless(valid, messages, vertex_id: str, table_id: str):
+    """A filter condition that is true for valid rows and raises an error on the first invalid one."""
+    from pyspark.sql import functions as F
+
+    from transforms._runtime import TERMINAL
+
+    detail = F.concat_ws("; ", *[F.concat(F.lit(f"{field}: "), m) for field, m in messages])
+    # On a line of its own, shaped "<Name>Failure: message", so the pipeline's error summary
+    # (which keeps the last such line of a failure) reports it rather than Spark's wrapper.
+    head = f"\nDataValidatorFailure: {TERMINAL} {vertex_id} on table {table_id}: Validation failed: "
+    return F.coalesce(F.when(~valid, F.raise_error(F.concat(F.lit(head), detail))).cast("boolean"), F.lit(True))
+
+
+def _error_rows(df, table: TableSchema, options: DataValidatorOptions):
+    """The invalid rows of ``df`` in the error table's fixed schema (row kind INSERT)."""
+    from pyspark.sql import functions as F
+
+    from streaming_engine.runtime import rows
+    from transforms._runtime import col
+
+    valid, errors, _ = _checks(table, options)
+    original = F.to_json(F.struct(*[col(c) for c in table.names]), {"ignoreNullFields": "false"})
+    return df.where(~valid).select(
+        F.lit(options.error_table).alias(rows.TABLE),
+        F.lit(rows.INSERT).alias(rows.KIND),
+        col(rows.SEQ),
+        F.lit(table.table_id).alias("source_table_id"),
+        F.lit(table.table_id).alias("source_table_path"),
+        original.alias("original_data"),
+        F.to_json(errors).alias("validation_errors"),
+        F.current_timestamp().alias("create_time"),
+    )

@@ -146,7 +146,7 @@ class PythonFunction:
         import pyarrow as pa
 
         from streaming_engine.runtime import rows
-        from transforms._runtime import TERMINAL, TransformFailed, failure, to_schema
+        from transforms._runtime import TERMINAL, TransformFailure, failure, to_schema
 
         name = f"{self.module}:{self.function}"
         try:
@@ -156,7 +156,7 @@ class PythonFunction:
         try:
             result = fn(batch if self.api == "arrow" else batch.to_pandas())
         except Exception as e:
-            raise TransformFailed(
+            raise TransformFailure(
                 f"{self.vertex_id} on table {self.table_id}: {name} raised {type(e).__name__}: {e}"
             ) from e
         if result is None:

@@ -16,6 +16,8 @@ The primary key is kept when all its columns pass through unchanged.
 
 from __future__ import annotations
 
+import re
+import uuid
 from typing import ClassVar
 
 from pydantic import Field, PrivateAttr, model_validator
@@ -24,7 +26,9 @@ from streaming_engine.plugins.base import PluginOptions, Transform
 from streaming_engine.plugins.registry import register
 from streaming_engine.schema import TableSchema
 from transforms._common import MultiTableTransformOptions, duplicate_column
-from transforms._sql_parse import ParsedQuery, output_columns, parse_query
+from streaming_engine.runtime import rows
+from transforms._runtime import TERMINAL, col, project
+from transforms._sql_parse import ParsedQuery, Tok, output_columns, parse_query, tokenize
 
 
 class SqlOptions(MultiTableTransformOptions):
@@ -74,3 +78,100 @@ class Sql(Transform):
 
     def describe(self) -> str:
         return f"Sql (from {self.query_table})"
+
+    def apply(self, ctx, df, table, options):
+        """Run the query with Spark SQL over this table's frame.
+
+        The frame is registered as a temporary view under a unique name and the
+        query is rewritten to read it (``FROM <view> AS <the FROM name>``, so
+        qualified references keep working) and to select the metadata columns
+        first; ``*`` expands to the table's columns only. The result is renamed
+        and cast to the plan-time schema, column by column, by position.
+        """
+        from pyspark.sql.types import _parse_datatype_string
+
+        from streaming_engine.errors import RuntimeFailure
+
+        assert isinstance(options, SqlOptions)
+        out = self.transform_table(table, options)
+        view = f"__sql_{re.sub(r'[^A-Za-z0-9_]', '_', ctx.vertex_id)}_{uuid.uuid4().hex[:12]}"
+        text = runtime_query(options.query, options.parsed, table, view)
+        session = df.sparkSession
+        df.createOrReplaceTempView(view)
+        try:
+            result = session.sql(text)
+        finally:
+            session.catalog.dropTempView(view)
+        names = [*rows.META, *out.names]
+        if len(result.columns) != len(names):
+            raise RuntimeFailure(
+                "RUNTIME.FAILED",
+                {"detail": f"{TERMINAL} {ctx.vertex_id} on table {table.table_id}: the query returns "
+                           f"{len(result.columns) - len(rows.META)} columns but its plan-time schema has "
+                           f"{len(out.columns)} ({', '.join(out.names)})"},
+            )  # fmt: skip
+        renamed = result.toDF(*names)
+        return project(renamed, [col(c.name).cast(_parse_datatype_string(c.type)).alias(c.name) for c in out.columns])
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def runtime_query(sql: str, parsed: ParsedQuery, table: TableSchema, view: str) -> str:
+    """``sql`` rewritten to read ``view``, with the metadata columns selected first."""
+    toks = [t for t in tokenize(sql)]
+    while toks and toks[-1].is_op(";"):
+        toks.pop()
+    depth, from_at = 0, None
+    for i, t in enumerate(toks):
+        depth += t.is_op("(", "[") - t.is_op(")", "]")
+        if depth == 0 and t.is_kw("FROM"):
+            from_at = i
+            break
+    assert from_at is not None and toks[0].is_kw("SELECT")  # parse_query checked the shape
+    head = toks[1:from_at]
+    keyword = "SELECT"
+    if head and head[0].is_kw("ALL"):
+        head = head[1:]
+    qualifiers = {parsed.table.lower(), parsed.table.split(".")[-1].lower()}
+    if parsed.alias:
+        qualifiers.add(parsed.alias.lower())
+    columns = {c.lower() for c in table.names}
+    data = ", ".join(_quote(c) for c in table.names)
+    items: list[str] = []
+    part: list[Tok] = []
+    depth = 0
+    for t in [*head, None]:
+        if t is not None:
+            depth += t.is_op("(", "[") - t.is_op(")", "]")
+        if t is None or (depth == 0 and t.is_op(",")):
+            if part:
+                star = len(part) == 1 and part[0].is_op("*")
+                qualified_star = (
+                    len(part) == 3 and part[2].is_op("*") and part[1].is_op(".")
+                    and part[0].kind in ("id", "qid") and part[0].name.lower() in qualifiers
+                    and part[0].name.lower() not in columns
+                )  # fmt: skip
+                if star or qualified_star:
+                    items.append(data)
+                else:
+                    items.append(sql[part[0].pos : part[-1].pos + len(part[-1].text)])
+            part = []
+        else:
+            part.append(t)
+    # FROM <name parts> [[AS] alias] ...
+    i = from_at + 1
+    name_start = toks[i].pos
+    name_end = name_start
+    while i < len(toks) and toks[i].kind in ("id", "qid", "dq"):
+        name_end = toks[i].pos + len(toks[i].text)
+        i += 1
+        if i < len(toks) and toks[i].is_op("."):
+            i += 1
+            continue
+        break
+    rest = sql[name_end : toks[-1].pos + len(toks[-1].text)]
+    alias = "" if parsed.alias else f" AS {_quote(parsed.table.split('.')[-1])}"
+    meta = ", ".join(_quote(c) for c in rows.META)
+    return f"{keyword} {meta}, {', '.join(items)} FROM {view}{alias}{rest}"
