@@ -64,11 +64,21 @@ def with_metadata(df: "DataFrame", table: str | None = None, kind: str | None = 
     return df.select(*out)
 
 
-def arrow_schema(table: TableSchema) -> "pa.Schema":
-    """The Arrow schema Spark expects from a mapInArrow producing ``table`` (driver only: parses DDL)."""
+def arrow_schema(table: TableSchema, ctx: Any = None) -> "pa.Schema":
+    """The Arrow schema Spark expects from a mapInArrow producing ``table`` (driver only: parses DDL).
+
+    Timestamps are UTC instants (any time zone is the same instant to Spark);
+    strings and binaries are large types when the session asks for them.
+    """
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    return to_arrow_schema(rows.table_struct(table))
+    large = False
+    if ctx is not None:
+        try:
+            large = str(ctx.spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false")).lower() == "true"
+        except Exception:  # pragma: no cover
+            large = False
+    return to_arrow_schema(rows.table_struct(table), timezone="UTC", prefers_large_types=large)
 
 
 def session_time_zone(ctx: Any) -> str:

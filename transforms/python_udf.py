@@ -112,7 +112,7 @@ class Python(Transform):
         out = self.transform_table(table, options)
         module, function = options.target()
         assert module is not None
-        return PythonFunction(ctx.vertex_id, table.table_id, module, function, options.api, arrow_schema(out))
+        return PythonFunction(ctx.vertex_id, table.table_id, module, function, options.api, arrow_schema(out, ctx))
 
 
 _LOADED: dict[tuple[str, str], Any] = {}
