@@ -9,9 +9,9 @@ item) and ``$`` paths, literals (numbers, 'strings', true, false, null, [lists])
 parentheses; a bare path in a filter tests that it exists. Functions such as
 ``length()`` are not supported.
 
-As Jayway with SUPPRESS_EXCEPTIONS (SeaTunnel's configuration): a definite
-path (members and single indexes only) gives its value, or None when it does
-not exist; any other path gives the list of matches (possibly empty).
+As Jayway's default configuration (which SeaTunnel uses): a definite path
+(members and single indexes only) gives its value and raises PathNotFound when
+nothing is there; any other path gives the list of matches (possibly empty).
 
 Pure Python with no Spark import: compiled paths are plain picklable objects
 evaluated inside Python workers.
@@ -28,6 +28,10 @@ MISSING = object()
 
 class JsonPathSyntaxError(ValueError):
     pass
+
+
+class PathNotFound(LookupError):
+    """A definite path that matches nothing (Jayway's PathNotFoundException)."""
 
 
 # -- path model --------------------------------------------------------------
@@ -83,10 +87,12 @@ class Path:
         return True
 
     def read(self, document: Any) -> Any:
-        """Jayway ``read`` with SUPPRESS_EXCEPTIONS: the value (definite) or the list of matches."""
+        """Jayway ``read``: the value (definite path; PathNotFound if none) or the list of matches."""
         nodes = self.nodes(document, document)
         if self.definite:
-            return nodes[0] if nodes else None
+            if not nodes:
+                raise PathNotFound(f"no results for path {self.text}")
+            return nodes[0]
         return nodes
 
     def nodes(self, current: Any, root: Any) -> list[Any]:

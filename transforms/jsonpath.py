@@ -3,7 +3,16 @@
 Each entry of ``columns`` reads ``src_field`` (a JSON string, bytes, or an
 array/map/row which is first turned into JSON), evaluates ``path`` and appends
 ``dest_field`` of type ``dest_type`` (default string). Runs as a Python function
-over Arrow batches (execution "python").
+over Arrow batches (execution "python"); paths use Jayway's syntax
+(:mod:`transforms._jsonpath`).
+
+At run time, as SeaTunnel: a null source gives null; text that is not JSON, a
+definite path that matches nothing, or a value that does not convert to
+``dest_type`` is a bad value, handled by the column's
+``column_error_handle_way`` (SKIP: null in that column, SKIP_ROW: drop the row,
+FAIL) or else by ``row_error_handle_way`` (SKIP: drop the row, FAIL: fail the
+job naming the transform, table, column and value). A string destination
+receives text as is and other JSON as compact JSON text.
 """
 
 from __future__ import annotations
@@ -22,7 +31,7 @@ from streaming_engine.plugins.base import PluginOptions, Transform, missing_colu
 from streaming_engine.plugins.registry import register
 from streaming_engine.schema import Column, TableSchema
 from transforms._common import MultiTableTransformOptions, append_columns, invalid, upper
-from transforms._jsonpath import Path, compile_path
+from transforms._jsonpath import Path, PathNotFound, compile_path
 from transforms._runtime import arrow_schema, failure, session_time_zone, to_schema
 
 _JSON_SOURCE_TYPES = ("string", "binary")
@@ -158,7 +167,12 @@ class JsonPathFunction:
                     doc = documents[s.src]
                     if isinstance(doc, BadValue):
                         raise doc
-                    values[s.dest][i] = None if doc is None else _convert(s.path.read(doc), s.type, self.time_zone)
+                    if doc is not None:
+                        try:
+                            found = s.path.read(doc)
+                        except PathNotFound as e:
+                            raise BadValue(str(e)) from None
+                        values[s.dest][i] = _convert(found, s.type, self.time_zone)
                 except BadValue as e:
                     documents.setdefault(s.src, e)
                     way = s.way or self.row_way

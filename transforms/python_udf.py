@@ -6,6 +6,13 @@ batch, with ``api = arrow`` a pyarrow RecordBatch. The output schema is the inpu
 schema, with the columns in ``output_schema`` (name = type) replacing same-named
 columns in place or appended at the end. The module is not imported at plan time
 (it may only exist on the workers); names are checked for syntax only.
+
+At run time the module is imported inside each Python worker (it must be
+importable there: installed, or shipped with the job). The function sees the
+whole batch, including the metadata columns ``__table``, ``__kind`` and
+``__seq`` (keep them; it may drop rows), and its result is brought to the
+output schema: columns by name, cast to their types, extra columns dropped.
+Consecutive Python transforms run in one fused mapInArrow pass.
 """
 
 from __future__ import annotations
@@ -146,7 +153,7 @@ class PythonFunction:
         import pyarrow as pa
 
         from streaming_engine.runtime import rows
-        from transforms._runtime import TERMINAL, TransformFailure, failure, to_schema
+        from transforms._runtime import TransformFailure, failure, to_schema
 
         name = f"{self.module}:{self.function}"
         try:

@@ -9,8 +9,11 @@ aggregates, ORDER BY, LIMIT, ...) is rejected.
 
 SeaTunnel requires the FROM table to be the input dataset's name. Plan-time
 datasets carry no name, so any FROM name is accepted here and recorded
-(:attr:`Sql.query_table`, shown in :meth:`describe`); the runtime registers the
-input under that name. With several input tables the query applies to each.
+(:attr:`Sql.query_table`, shown in :meth:`describe`). At run time the query runs
+as Spark SQL over each table's frame, registered as a temporary view and read
+under the FROM name (so ``fake.id`` still resolves); WHERE drops rows, row kinds
+and table ids pass through, and the result is cast to the plan-time schema.
+With several input tables the query applies to each.
 The primary key is kept when all its columns pass through unchanged.
 """
 
@@ -120,7 +123,7 @@ def _quote(name: str) -> str:
 
 def runtime_query(sql: str, parsed: ParsedQuery, table: TableSchema, view: str) -> str:
     """``sql`` rewritten to read ``view``, with the metadata columns selected first."""
-    toks = [t for t in tokenize(sql)]
+    toks = list(tokenize(sql))
     while toks and toks[-1].is_op(";"):
         toks.pop()
     depth, from_at = 0, None

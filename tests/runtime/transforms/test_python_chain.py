@@ -13,7 +13,7 @@ source {
     schema = { table = "shop.events", fields { id = int, qty = int, label = string, payload = string } }
     rows = [
       { kind = INSERT, fields = [1, 2, "a", \"\"\"{"user": {"name": "ann", "tags": ["x", "y"]}, "extra": 5, "price": "3.25", "when": "2024-01-15 10:30:00"}\"\"\"] },
-      { kind = INSERT, fields = [2, 3, "b", \"\"\"{"user": {"name": "bob"}, "extra": "oops"}\"\"\"] },
+      { kind = INSERT, fields = [2, 3, "b", \"\"\"{"user": {"name": "bob", "tags": []}, "extra": "oops", "price": 1, "when": null}\"\"\"] },
       { kind = INSERT, fields = [3, 4, "c", null] },
       { kind = INSERT, fields = [4, 5, "d", "not json"] }
     ]
@@ -30,7 +30,7 @@ transform {
     row_error_handle_way = SKIP
     columns = [
       { src_field = payload, path = "$.user.name", dest_field = user_name },
-      { src_field = payload, path = "$.user.tags[0]", dest_field = first_tag },
+      { src_field = payload, path = "$.user.tags[0]", dest_field = first_tag, column_error_handle_way = SKIP },
       { src_field = payload, path = "$.extra", dest_field = extra, dest_type = int, column_error_handle_way = SKIP },
       { src_field = payload, path = "$.price", dest_field = price, dest_type = "decimal(6,2)" },
       { src_field = payload, path = "$.user.tags", dest_field = tags, dest_type = "array<string>" },
@@ -82,8 +82,33 @@ def test_python_and_jsonpath_results(spark, run_job_text):
     assert got == [
         {"id": 1, "qty": 2, "label": "A", "score": 3.0, "user_name": "ann", "first_tag": "x", "extra": 5, "price": "3.25",
          "tags": ["x", "y"], "seen": "2024-01-15 10:30:00", "names": '["ann"]', "total": 7},
-        # "oops" is no int: the column's SKIP gives null; the row stays
-        {"id": 2, "qty": 3, "label": "B", "score": 4.5, "user_name": "bob", "first_tag": None, "extra": None, "price": None,
-         "tags": None, "seen": None, "names": '["bob"]', "total": 3},
+        # no tags[0] and "oops" is no int: bad values, the columns' SKIP gives nulls and the row stays
+        {"id": 2, "qty": 3, "label": "B", "score": 4.5, "user_name": "bob", "first_tag": None, "extra": None, "price": "1.00",
+         "tags": [], "seen": None, "names": '["bob"]', "total": 3},
         # id 3: dropped by the pandas function (no payload); id 4: not JSON, the row-level SKIP drops it
     ]  # fmt: skip
+
+
+FAILING_JOB = """
+env { job.name = python_fails }
+source {
+  FakeSource {
+    plugin_output = events
+    schema = { table = "shop.events", fields { id = int } }
+    rows = [{ kind = INSERT, fields = [1] }]
+  }
+}
+transform {
+  Python { plugin_input = events, plugin_output = out, function = "tests.runtime.transforms.udfs:explode" }
+}
+sink {
+  Delta { plugin_input = out, path = "${work}/never" }
+}
+"""
+
+
+def test_a_failing_user_function_fails_the_job_naming_the_transform(spark, run_job_text):
+    ran = run_job_text(FAILING_JOB)
+    assert ran.result.status == "FAILED"
+    error = ran.result.error
+    assert "Python#2 on table shop.events: tests.runtime.transforms.udfs:explode raised RuntimeError: boom" in error, error
