@@ -197,6 +197,7 @@ def _scan_hocon(text: str, variables: _Variables) -> tuple[str, list[_Block]]:
     i, n, line = 0, len(text), 1
     root_brace = _starts_with_root_brace(text)
     pending_key: tuple[str, int, int] | None = None  # (key text, out index, line)
+    at_option_key = False  # directly inside a plugin block, where an option key may start
 
     def depth_base() -> int:
         return 1 if root_brace else 0
@@ -241,6 +242,21 @@ def _scan_hocon(text: str, variables: _Variables) -> tuple[str, list[_Block]]:
                 continue
         if ch == "\n":
             line += 1
+            at_option_key = True
+        if ch == "," :
+            at_option_key = True
+        # an option key directly in a plugin block: a dotted key is ONE plain
+        # key, as SeaTunnel reads it (row.num, row_error_handle_way.error_table)
+        depth = len(stack) - depth_base()
+        if at_option_key and depth == 2 and stack[-1] == "__plugin__" and not ch.isspace() and ch not in "{}[]=:,#":
+            j = i
+            while j < n and not text[j].isspace() and text[j] not in '{}[]=:,"#':
+                j += 1
+            key = text[i:j]
+            out.append(json.dumps(key) if "." in key and "$" not in key else key)
+            at_option_key = False
+            i = j
+            continue
         if ch in "{[":
             section = None
             if ch == "{" and pending_key is not None:
@@ -254,6 +270,7 @@ def _scan_hocon(text: str, variables: _Variables) -> tuple[str, list[_Block]]:
                     section = "__plugin__"
             stack.append(section)
             pending_key = None
+            at_option_key = section == "__plugin__"
             out.append(ch)
             i += 1
             continue
@@ -354,11 +371,21 @@ def _hocon_problem(e: Exception, file: str | None) -> Problem:
     return Problem("CONFIG.SYNTAX", {"detail": msg}, Location(file, line=line))
 
 
+def _unquote(key: str) -> str:
+    """pyhocon keeps the quotes of a quoted key ("a.b"); the key is a.b."""
+    if len(key) >= 2 and key[0] == key[-1] == '"':
+        try:
+            return json.loads(key)
+        except ValueError:
+            return key[1:-1]
+    return key
+
+
 def _plain(tree: Any) -> Any:
     from pyhocon import ConfigTree
 
     if isinstance(tree, ConfigTree):
-        return {k: _plain(v) for k, v in tree.items()}
+        return {_unquote(k): _plain(v) for k, v in tree.items()}
     if isinstance(tree, dict):
         return {k: _plain(v) for k, v in tree.items()}
     if isinstance(tree, list):

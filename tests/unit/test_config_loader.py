@@ -94,7 +94,7 @@ def test_variables_from_flags_environment_and_defaults():
     assert raw.env["job"]["name"] == "this_is_a_job_name"
     src = raw.section("source")[0].options
     assert src["plugin_output"] == "fake_test_table"
-    assert src["row"]["num"] == 7
+    assert src["row.num"] == 7
     assert src["tables"] == ["a.x", "a.y"]
     assert raw.section("sink")[0].options["require"] == "name"
 
@@ -182,3 +182,23 @@ def test_comments_and_strings_do_not_confuse_block_detection():
     assert [b.plugin for b in raw.blocks] == ["A", "B"]
     assert raw.blocks[0].options["s"] == "B { not a block }"
     assert raw.blocks[1].line == 7
+
+
+def test_a_key_and_its_dotted_extension_are_two_options():
+    # SeaTunnel's DataValidator: row_error_handle_way and row_error_handle_way.error_table
+    raw = load_text(
+        """
+        transform {
+          DataValidator {
+            row_error_handle_way = ROUTE_TO_TABLE
+            row_error_handle_way.error_table = "errors"
+            "quoted.key" = 1, path = /tmp/a.b
+          }
+        }
+        """
+    )
+    opts = raw.section("transform")[0].options
+    assert opts["row_error_handle_way"] == "ROUTE_TO_TABLE"
+    assert opts["row_error_handle_way.error_table"] == "errors"
+    assert opts["quoted.key"] == 1
+    assert opts["path"] == "/tmp/a.b"
