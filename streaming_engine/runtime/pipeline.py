@@ -225,11 +225,17 @@ def _union_envelopes(frames: list[tuple[Dataset, "DataFrame"]], combined: Datase
 
 
 def _short(e: Exception) -> str:
-    """The most telling line of an error: for a Python worker failure, its last
-    ``SomeError: message`` line rather than Spark's generic first line."""
+    """The most telling line of an error: for a Python worker or JVM failure,
+    the deepest ``SomeError: message`` line rather than Spark's generic first
+    line (JVM causes come as ``: x.YError: ...`` or ``Caused by: ...``)."""
     import re
 
-    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
-    errors = [ln for ln in lines if re.match(r"^[A-Za-z_.]*(Error|Exception|Failure)\b.*:", ln)]
+    lines = []
+    for ln in str(e).strip().splitlines():
+        ln = re.sub(r"^(\s*(Caused by:|:)\s*)+", "", ln).strip()
+        if ln and not ln.startswith("at "):
+            lines.append(ln)
+    pattern = re.compile(r"^[A-Za-z_.$]*(Error|Exception|Failure)\b[^:]*:\s*\S")
+    errors = [ln for ln in lines if pattern.match(ln) and "Py4JJavaError" not in ln]
     best = errors[-1] if errors else (lines[0] if lines else "")
     return f"{type(e).__name__}: {best}"

@@ -72,7 +72,7 @@ def run_job(
     timeout_s: float | None = None,
     print_summary: bool = True,
 ) -> int:
-    result = execute(job, master, spark, bus, stop_after_epochs, timeout_s)
+    result = execute(job, master, spark, bus, stop_after_epochs, timeout_s, count_rows=print_summary)
     if print_summary:
         _print_summary(job, result)
     return result.exit_code
@@ -85,6 +85,7 @@ def execute(
     bus: EventBus | None = None,
     stop_after_epochs: int | None = None,
     timeout_s: float | None = None,
+    count_rows: bool = False,
 ) -> JobResult:
     from streaming_engine.runtime.session import build_spark_session
 
@@ -116,7 +117,7 @@ def execute(
     bus.publish(JobFinished(dag.job_name, status, error))
     committed = ledger.last_committed(spark, ledger_path)
     for row in committed:
-        row["table_rows"] = _current_rows(spark, row["target"])
+        row["table_rows"] = _current_rows(spark, row["target"]) if count_rows else None
     return JobResult(status, error, committed)
 
 
