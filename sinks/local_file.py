@@ -180,6 +180,10 @@ class LocalFile(Sink):
         published = {"epoch": ctx.batch_id, "rows": staged["rows"], "files": [d for _, d in staged["files"]], "sink": ctx.sink_uid}
         _write_json(marker, published)
         shutil.rmtree(staging, ignore_errors=True)
+        try:
+            os.rmdir(os.path.dirname(staging))  # only when no other epoch is staged
+        except OSError:
+            pass
         return CommitRecord(ctx.sink_uid, table.table_id, target, int(staged["rows"]))
 
     def _stage(self, df: Any, table: TableSchema, staging: str) -> int:
@@ -209,7 +213,7 @@ def _incompatible(table: TableSchema, detail: str) -> SchemaError:
     return SchemaError("SCHEMA.INCOMPATIBLE", {"table": table.table_id, "detail": detail})
 
 
-_SPARK_PART = re.compile(r"^part-\d+-[0-9a-fA-F-]{36}(?:_\d+)?-c\d+(?P<ext>.*)$")
+_SPARK_PART = re.compile(r"^part-\d+-[0-9a-fA-F-]{36}(?:_\d+)?[-.]c\d+(?P<ext>.*)$")
 
 
 def _final_names(staging: str, epoch: int, tag: str) -> list[list[str]]:
