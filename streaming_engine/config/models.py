@@ -111,7 +111,8 @@ def validation_problems(e: ValidationError, loc: Location) -> list[Problem]:
 def parse_env(raw_env: dict[str, Any], file: str | None, strict: bool) -> tuple[EnvConfig, list[Problem]]:
     loc = Location(file, "env")
     defaults = engine_defaults()
-    flat = flatten_options({**defaults, **raw_env}, set())  # env keys are all scalars: flatten fully
+    # env keys are all scalars: flatten fully, then let the job override defaults key by key
+    flat = {**flatten_options(defaults, set()), **flatten_options(raw_env, set())}
     spark = {k: _spark_str(v) for k, v in flat.items() if k.startswith("spark.")}
     rest = {k: v for k, v in flat.items() if not k.startswith("spark.")}
     known = EnvConfig.known_keys() - {"spark"}

@@ -165,3 +165,12 @@ def test_error_text_names_file_block_and_key():
         compile_ok(SRC + 'sink { TestSink { plugin_input = "srx" } }')
     text = str(exc.value)
     assert "job.conf:2" in text and "sink[1] TestSink" in text and "key 'plugin_input'" in text
+
+
+def test_env_keys_override_engine_defaults_one_by_one(tmp_path, monkeypatch):
+    defaults = tmp_path / "engine.conf"
+    defaults.write_text('env { checkpoint.dir = "/ck", checkpoint.interval = 5000 }')
+    monkeypatch.setenv("STREAMING_ENGINE_CONF", str(defaults))
+    job = compile_ok("env { checkpoint.interval = 1000 }\n" + SRC + SINK)
+    assert job.dag.env.checkpoint_dir == "/ck"
+    assert job.dag.env.checkpoint_interval == 1000
