@@ -275,6 +275,11 @@ class Sink(Plugin):
         """
         raise _not_runnable(self)
 
+    def finish(self, ctx: "EpochContext", dataset: Dataset) -> None:
+        """The pipeline's query finished without error (a BATCH job ran out of
+        input): checks over the whole run (e.g. Assert's MIN_ROW) go here.
+        Raising an EngineError fails the job."""
+
 
 def _not_runnable(plugin: Plugin) -> EngineError:
     return EngineError(

@@ -43,6 +43,7 @@ class PipelineRunner:
     pipeline: Pipeline
     bus: EventBus
     ledger_path: str
+    last_epoch: int = -1
 
     @property
     def checkpoint(self) -> str:
@@ -125,6 +126,7 @@ class PipelineRunner:
         finally:
             for df in cached:
                 df.unpersist()
+        self.last_epoch = batch_id
         self.bus.publish(
             EpochCommitted(self.dag.job_name, self.pipeline.key, batch_id, tuple(commits), time.monotonic() - started)
         )
@@ -151,6 +153,26 @@ class PipelineRunner:
                 outputs[v.id] = persisted
         return outputs
 
+    def _epoch_context(self, lv, batch_id: int) -> EpochContext:
+        return EpochContext(
+            spark=self.spark,
+            job_name=self.dag.job_name,
+            pipeline=self.pipeline.key,
+            sink_uid=lv.uid,
+            vertex_id=lv.id,
+            batch_id=batch_id,
+            txn_app_id=lambda table, uid=lv.uid: txn_app_id(self.dag, self.pipeline.key, uid, table),
+            commit_parallelism=self.dag.env.commit_parallelism,
+            extras={"checkpoint_location": self.checkpoint},
+        )
+
+    def finish(self) -> None:
+        """The query ended without error: let every sink check the whole run."""
+        for v in self.pipeline.vertices:
+            if v.kind == "sink":
+                lv = self.dag.vertex(v.members[0])
+                lv.plugin.finish(self._epoch_context(lv, self.last_epoch), lv.schema)  # type: ignore[attr-defined]
+
     def _commit_sinks(self, outputs: dict[str, Frames], batch_id: int) -> list[CommitRecord]:
         commits: list[CommitRecord] = []
         for v in self.pipeline.vertices:
@@ -158,16 +180,7 @@ class PipelineRunner:
                 continue
             lv = self.dag.vertex(v.members[0])
             frames = self._inputs(v, outputs)
-            ctx = EpochContext(
-                spark=self.spark,
-                job_name=self.dag.job_name,
-                pipeline=self.pipeline.key,
-                sink_uid=lv.uid,
-                vertex_id=lv.id,
-                batch_id=batch_id,
-                txn_app_id=lambda table, uid=lv.uid: txn_app_id(self.dag, self.pipeline.key, uid, table),
-                commit_parallelism=self.dag.env.commit_parallelism,
-            )
+            ctx = self._epoch_context(lv, batch_id)
             faults.maybe_crash("before_sink", batch_id, lv.uid)
             commits.extend(lv.plugin.write(ctx, frames, lv.schema))  # type: ignore[attr-defined]
             faults.maybe_crash("after_sink", batch_id, lv.uid)

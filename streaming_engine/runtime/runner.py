@@ -165,6 +165,11 @@ def _supervise(
             exc = q.exception()
             if exc is None:
                 item.done = True
+                try:
+                    item.runner.finish()
+                except EngineError as e:
+                    _finished(bus, item, "FAILED", str(e))
+                    return "FAILED", f"{item.runner.pipeline.name}: {e}"
                 _finished(bus, item, "FINISHED")
                 continue
             message = _error_text(exc)

@@ -119,3 +119,23 @@ def test_a_replayed_epoch_is_counted_once_and_min_row_is_checked_at_the_end(spar
     fresh.finish(_ctx(spark, tmp_path, 1), ds)
     with pytest.raises(EngineError, match="MAX_ROW failed for table shop.items.*value 15 rows"):
         fresh.write(_ctx(spark, tmp_path, 2), {"shop.items": frame}, ds)
+
+
+MIN_ROW_FAILS = SOURCE % {"name": "assert_min_row"} + """
+sink {
+  Assert {
+    rules {
+      tables_configs = [
+        { table_path = "test.table1", row_rules = [ { rule_type = MIN_ROW, rule_value = 13 } ] }
+      ]
+    }
+  }
+}
+"""
+
+
+def test_min_row_is_checked_when_a_batch_job_finishes(run_job_text):
+    ran = run_job_text(MIN_ROW_FAILS)
+    assert ran.result.status == "FAILED"
+    assert "MIN_ROW" in ran.result.error and "test.table1" in ran.result.error
+    assert "12" in ran.result.error
