@@ -35,11 +35,11 @@ source {
     tables_configs = [
       { schema = { table = "shop.orders", fields { id = bigint, amount = double, note = string },
                    primaryKey { name = pk, columnNames = [id] } },
-        row.num = 1200, rows.per.batch = 200, string.length = 8,
+        row.num = 2400, rows.per.batch = 200, string.length = 8,
         cdc = { key_column = id, keys = 150, update_ratio = 0.35, delete_ratio = 0.15 } },
       { schema = { table = "shop.users", fields { id = bigint, name = string },
                    primaryKey { name = pk, columnNames = [id] } },
-        row.num = 600, rows.per.batch = 100, cdc = { key_column = id, keys = 80 } }
+        row.num = 1200, rows.per.batch = 100, cdc = { key_column = id, keys = 80 } }
     ]
   }
 }
@@ -49,7 +49,7 @@ sink {
 }
 """
 TABLES = ("shop.orders", "shop.users")
-EPOCHS = 6
+EPOCHS = 12
 # sink uids as the planner derives them (see explain): upsert sink, then append sink
 SINK_A, SINK_B = "delta.cdc", "delta.cdc-2"
 
@@ -129,7 +129,7 @@ def test_sigkill_at_any_point_gives_exactly_once_results(spark, tmp_path):
     random_kills = max(4, soak)
     finished = False
     while not finished:
-        delay = rng.uniform(0.4, 1.3) * slowest if kills < len(TARGETED) + random_kills else None
+        delay = rng.uniform(0.5, 1.2) * slowest if kills < len(TARGETED) + random_kills else None
         rc = _run(tmp_path, kill_after=delay)
         runs += 1
         if rc == -signal.SIGKILL:
@@ -137,7 +137,6 @@ def test_sigkill_at_any_point_gives_exactly_once_results(spark, tmp_path):
         else:
             finished = True
     print(f"\ncrash test: {kills} kills, {runs} runs, job finished")
-    assert kills >= 10
 
     expected = _oracle(tmp_path)
     for tid in TABLES:
@@ -154,3 +153,4 @@ def test_sigkill_at_any_point_gives_exactly_once_results(spark, tmp_path):
     per_key = Counter((r["sink"], r["table"], r["epoch"]) for r in ledger.collect())
     assert per_key and max(per_key.values()) == 1
     assert {e for (_, _, e) in per_key} == set(range(EPOCHS))
+    assert kills >= 10, f"only {kills} kills landed before the job finished"
