@@ -28,6 +28,16 @@ def ledger_path(checkpoint_root: str, job: str) -> str:
     return f"{checkpoint_root.rstrip('/')}/{job}/_ledger"
 
 
+def ensure(spark: "SparkSession", path: str) -> None:
+    """Create the (empty) ledger before any pipeline starts: pipelines of one
+    job append to it concurrently, and two first writes racing to create a
+    Delta table conflict (ProtocolChangedException)."""
+    from delta.tables import DeltaTable
+
+    if not DeltaTable.isDeltaTable(spark, path):
+        spark.createDataFrame([], LEDGER_DDL).write.format("delta").mode("append").save(path)
+
+
 def record(
     spark: "SparkSession", path: str, job: str, pipeline: str, epoch: int, commits: Sequence[CommitRecord]
 ) -> None:

@@ -96,6 +96,7 @@ def execute(
     _attach_metrics(job, bus)
     bus.subscribe(_log_event)
 
+    ledger.ensure(spark, ledger_path)
     runners = [PipelineRunner(spark.newSession(), dag, p, bus, ledger_path) for p in job.plan.pipelines]
     epochs: dict[str, int] = {r.pipeline.key: 0 for r in runners}
     bus.subscribe(lambda e: _count_epoch(e, epochs))
