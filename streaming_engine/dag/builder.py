@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from streaming_engine.config.loader import RawBlock, RawJob
 from streaming_engine.config.models import did_you_mean, parse_env, validate_block, wiring_of
 from streaming_engine.dag.logical import LogicalDag, LogicalEdge, LogicalVertex
-from streaming_engine.errors import ConfigError, EngineError, Problem
+from streaming_engine.errors import ConfigError, EngineError, Location, Problem
 from streaming_engine.plugins.base import Plugin
 from streaming_engine.schema import Dataset
 
@@ -78,9 +78,7 @@ def build_dag(raw: RawJob, strict: bool = False) -> LogicalDag:
     return LogicalDag(job_name, env, vertices, tuple(edges), tuple(problems))
 
 
-def _file_loc(raw: RawJob, section: str):
-    from streaming_engine.errors import Location
-
+def _file_loc(raw: RawJob, section: str) -> Location:
     return Location(raw.file, section)
 
 
@@ -332,6 +330,3 @@ def _stable_uids(nodes: list[_Node]) -> dict[str, str]:
         out[n.id] = b if counts[b] == 1 else f"{b}-{counts[b]}"
     return out
 
-
-def with_schema(vertex: LogicalVertex, schema: Dataset) -> LogicalVertex:
-    return replace(vertex, schema=schema)
