@@ -152,6 +152,9 @@ class Delta(Sink):
     def describe(self) -> str:
         return f"Delta ({self.options.save_mode})"
 
+    def scans_input_once(self) -> bool:
+        return self.options.save_mode != "upsert"  # MERGE scans its source more than once
+
     def write(self, ctx: Any, frames: dict[str, Any], dataset: Dataset) -> list[Any]:
         """Commit the epoch per table: appends run concurrently (different
         tables never conflict); upserts run one by one, because MERGE takes

@@ -136,6 +136,9 @@ class LocalFile(Sink):
         return f"LocalFile ({self.options.file_format_type})"
 
     # -- run time ------------------------------------------------------------
+    def scans_input_once(self) -> bool:
+        return True  # one write with an observed row count per table
+
     def write(self, ctx: Any, frames: dict[str, Any], dataset: Dataset) -> list[Any]:
         out = []
         for table in dataset.tables:

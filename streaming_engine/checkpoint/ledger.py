@@ -2,15 +2,24 @@
 
 One row per (pipeline, epoch, sink, table): the target, the Delta version the
 epoch created (null when a replay found it already committed) and the rows.
-The ledger row of an epoch is written after all sinks of the pipeline
-committed it, itself idempotently (txnAppId ``<job>.<pipeline>.ledger``), so
-"the epoch is in the ledger" means "every sink has it".
+The ledger rows of an epoch are written in ONE Delta append after all sinks of
+the pipeline committed it, so "the epoch is in the ledger" means "every sink
+has it".
+
+Exactly once without Delta's ``txnAppId``: a Delta append that carries a txn
+id makes Delta reconstruct the table's whole state to look the id up (about a
+second per append here, growing with the log), and the ledger is appended every
+epoch. A pipeline is the only writer of its rows, and Spark re-runs an epoch
+only right after a restart (the one batch in its offset log without a commit
+entry: ``replayed_epoch``). So a plain append is exact for every other epoch,
+and for that one epoch :func:`record` first looks whether its rows are there
+(written before the crash, Spark's commit log not yet).
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from streaming_engine.checkpoint import delta_txn
 from streaming_engine.runtime.context import CommitRecord
@@ -39,14 +48,77 @@ def ensure(spark: "SparkSession", path: str) -> None:
 
 
 def record(
-    spark: "SparkSession", path: str, job: str, pipeline: str, epoch: int, commits: Sequence[CommitRecord]
-) -> None:
+    spark: "SparkSession",
+    path: str,
+    job: str,
+    pipeline: str,
+    epoch: int,
+    commits: Sequence[CommitRecord],
+    replay: bool = False,
+) -> bool:
+    """Append the epoch's rows; False when ``replay`` and they are there already."""
+    from delta.tables import DeltaTable
+
+    if replay and DeltaTable.isDeltaTable(spark, path) and _has_epoch(spark, path, pipeline, epoch):
+        return False
     now = datetime.now(timezone.utc).replace(tzinfo=None)
     data = [
         (job, pipeline, epoch, c.sink, c.table, c.target, c.version, c.rows, c.skipped, now) for c in commits
     ]
     df = spark.createDataFrame(data, LEDGER_DDL)
-    delta_txn.append(spark, df, path, f"{job}.{pipeline}.ledger", epoch)
+    delta_txn.with_retries(f"append to the ledger {path}", lambda: df.write.format("delta").mode("append").save(path))
+    return True
+
+
+def _has_epoch(spark: "SparkSession", path: str, pipeline: str, epoch: int) -> bool:
+    from pyspark.sql import functions as F
+
+    found = (
+        spark.read.format("delta").load(path)
+        .where((F.col("pipeline") == pipeline) & (F.col("epoch") == epoch))
+        .limit(1)
+        .collect()
+    )
+    return bool(found)
+
+
+def replayed_epoch(spark: "SparkSession", checkpoint: str) -> int | None:
+    """The batch a (re)started query will run again first: the newest batch in
+    the checkpoint's offset log that has no commit-log entry (None: none)."""
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    root = jvm.org.apache.hadoop.fs.Path(checkpoint)
+    fs = root.getFileSystem(spark._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
+
+    def newest(name: str) -> int:
+        d = jvm.org.apache.hadoop.fs.Path(root, name)
+        if not fs.exists(d):
+            return -1
+        ids = [int(st.getPath().getName()) for st in fs.listStatus(d) if st.getPath().getName().isdigit()]
+        return max(ids, default=-1)
+
+    offsets = newest("offsets")
+    return offsets if offsets > newest("commits") else None
+
+
+def summarize(epochs: Iterable[tuple[str, int, Sequence[CommitRecord]]]) -> list[dict[str, Any]]:
+    """:func:`last_committed`'s rows for some epochs held in memory
+    ((pipeline, epoch, commits) as the runner saw them): a run's summary
+    without a query over the ledger."""
+    acc: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for pipeline, epoch, commits in epochs:
+        for c in commits:
+            row = acc.setdefault(
+                (pipeline, c.sink, c.table),
+                {"pipeline": pipeline, "sink": c.sink, "table": c.table, "last_epoch": -1, "target": c.target,
+                 "delta_version": None, "total_rows": 0, "epochs": 0},
+            )
+            if epoch >= row["last_epoch"]:
+                row["last_epoch"], row["target"] = epoch, c.target
+            if c.version is not None:
+                row["delta_version"] = max(row["delta_version"] or 0, c.version)
+            row["total_rows"] += c.rows
+            row["epochs"] += 1
+    return [acc[k] for k in sorted(acc)]
 
 
 def last_committed(spark: "SparkSession", path: str) -> list[dict[str, Any]]:

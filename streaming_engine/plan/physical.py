@@ -84,6 +84,34 @@ def txn_app_id(dag: LogicalDag, pipeline_key: str, sink_uid: str, table: str | N
     return ".".join(parts)
 
 
+def persisted(dag: LogicalDag, p: Pipeline) -> frozenset[str]:
+    """Execution vertices whose output the runtime persists in every epoch.
+
+    An output is persisted exactly when it would otherwise be computed more
+    than once per epoch: a multi-table source batch (each table is a filter
+    over it), an output read by several vertices or by the shuffle-by-table
+    stage, or an output whose only reader is a sink that scans its input more
+    than once (``Sink.scans_input_once``). A linear single-table pipeline into
+    an append sink is not persisted: Spark streams it straight into the write.
+    """
+    by_id = {v.id: v for v in p.vertices}
+    out = set()
+    for v in p.vertices:
+        if v.kind not in ("source", "transform_chain"):
+            continue
+        readers = [by_id[e.dst] for e in p.edges if e.src == v.id]
+        if (
+            (v.kind == "source" and dag.vertex(v.members[0]).schema.is_multi_table)
+            or len(readers) > 1
+            or any(r.kind == "shuffle" for r in readers)
+            or any(r.kind == "sink" and not dag.vertex(r.members[0]).plugin.scans_input_once() for r in readers)
+        ):
+            out.add(v.id)
+    if len([v for v in p.vertices if v.kind == "source"]) > 1:  # unioned into one multi-table batch
+        out.update(v.id for v in p.vertices if v.kind == "source")
+    return frozenset(out)
+
+
 def build(dag: LogicalDag, plan: ExecutionPlan) -> PhysicalPlan:
     lv = {v.id: v for v in dag.vertices}
     mode = dag.env.job_mode
@@ -93,11 +121,12 @@ def build(dag: LogicalDag, plan: ExecutionPlan) -> PhysicalPlan:
     pipelines = []
     for p in plan.pipelines:
         stages: list[Stage] = []
+        cached = persisted(dag, p)
         for v in p.vertices:
             if v.kind == "source":
-                stages.append(_read_stage(v, lv[v.members[0]], dag))
+                stages.append(_read_stage(v, lv[v.members[0]], dag, v.id in cached))
             elif v.kind == "transform_chain":
-                stages.append(_chain_stage(v, lv))
+                stages.append(_chain_stage(v, lv, v.id in cached))
             elif v.kind == "shuffle":
                 stages.append(_shuffle_stage(v, p))
         sinks = [v for v in p.vertices if v.kind == "sink"]
@@ -109,7 +138,7 @@ def build(dag: LogicalDag, plan: ExecutionPlan) -> PhysicalPlan:
     return PhysicalPlan(dag.job_name, tuple(pipelines))
 
 
-def _read_stage(v: ExecutionVertex, lv: LogicalVertex, dag: LogicalDag) -> Stage:
+def _read_stage(v: ExecutionVertex, lv: LogicalVertex, dag: LogicalDag, persist: bool) -> Stage:
     return Stage(
         "read",
         v.id,
@@ -120,6 +149,7 @@ def _read_stage(v: ExecutionVertex, lv: LogicalVertex, dag: LogicalDag) -> Stage
             "tables": list(lv.schema.table_ids),
             "parallelism": v.parallelism,
             "streaming": dag.env.streaming,
+            "persist": persist,
         },
     )
 
@@ -140,7 +170,7 @@ def segments(members: list[LogicalVertex]) -> list[tuple[str, list[LogicalVertex
     return runs
 
 
-def _chain_stage(v: ExecutionVertex, lv: dict[str, LogicalVertex]) -> Stage:
+def _chain_stage(v: ExecutionVertex, lv: dict[str, LogicalVertex], persist: bool) -> Stage:
     """A chain is ONE stage made of segments: maximal runs of Catalyst
     expressions (no Python) and maximal runs of Python transforms, each run
     fused into ONE mapInArrow pass."""
@@ -157,7 +187,7 @@ def _chain_stage(v: ExecutionVertex, lv: dict[str, LogicalVertex]) -> Stage:
         v.id,
         operator,
         v.members,
-        {"segments": described, "output_tables": list(lv[v.members[-1]].schema.table_ids)},
+        {"segments": described, "output_tables": list(lv[v.members[-1]].schema.table_ids), "persist": persist},
     )
 
 

@@ -68,7 +68,8 @@ def to_text(job: "CompiledJob") -> str:
         lines.append(f"  {pp.name}: {pp.mode}, trigger {pp.trigger}")
         lines.append(f"    checkpoint: {pp.checkpoint_location}")
         for i, s in enumerate(pp.stages, start=1):
-            lines.append(f"    {i}. [{s.kind}] {s.vertex}: {s.operator}")
+            cache = "  (output persisted per epoch: read more than once)" if s.detail.get("persist") else ""
+            lines.append(f"    {i}. [{s.kind}] {s.vertex}: {s.operator}{cache}")
             for seg in s.detail.get("segments", ()):
                 lines.append(f"       - {seg['operator']}: {seg['describe']}")
             if s.kind == "sink-group":

@@ -255,6 +255,15 @@ class Sink(Plugin):
     #   "none"           side-effect only (console, assert, no-op)
     commit_protocol: ClassVar[str] = "none"
 
+    def scans_input_once(self) -> bool:
+        """True when :meth:`write` reads each table's frame in ONE Spark job.
+
+        The planner then lets the sink read its upstream directly; otherwise
+        the upstream output is persisted first, so a sink that looks at its
+        input several times (counts, rules, MERGE) never recomputes the batch.
+        """
+        return False
+
     def check_input(self, dataset: Dataset) -> None:
         """Raise SchemaError when the sink cannot accept ``dataset``."""
 

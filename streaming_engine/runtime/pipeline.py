@@ -1,7 +1,8 @@
 """One pipeline = one Spark streaming query with its own checkpoint.
 
 Every micro-batch is a checkpoint epoch and a barrier: inside ``foreachBatch``
-the batch is persisted once, split per table, run through the pipeline's
+the batch is persisted when it is read more than once (``plan.physical.persisted``:
+never recomputed per table or per sink), split per table, run through the pipeline's
 transform chains, routed by the shuffle-by-table stage, and committed by every
 sink of the pipeline in turn (two-phase: each sink's write is idempotent for
 the epoch, so a replay after a crash completes the epoch without duplicates).
@@ -21,7 +22,7 @@ from streaming_engine.checkpoint import ledger
 from streaming_engine.dag.logical import LogicalDag
 from streaming_engine.errors import EngineError, RuntimeFailure
 from streaming_engine.plan.execution import ExecutionVertex, Pipeline
-from streaming_engine.plan.physical import checkpoint_location, slug, txn_app_id
+from streaming_engine.plan.physical import checkpoint_location, persisted, slug, txn_app_id
 from streaming_engine.runtime import faults, rows
 from streaming_engine.runtime.chain import run_chain
 from streaming_engine.runtime.context import CommitRecord, EpochContext, SourceContext
@@ -44,6 +45,11 @@ class PipelineRunner:
     bus: EventBus
     ledger_path: str
     last_epoch: int = -1
+    replay_epoch: int | None = None  # the batch this query run re-runs first, if any
+
+    @property
+    def _persisted(self) -> frozenset[str]:
+        return persisted(self.dag, self.pipeline)
 
     @property
     def checkpoint(self) -> str:
@@ -56,6 +62,7 @@ class PipelineRunner:
     # -- the query -----------------------------------------------------------
     def start(self) -> "StreamingQuery":
         env = self.dag.env
+        self.replay_epoch = ledger.replayed_epoch(self.spark, self.checkpoint)
         df = self._source_frame()
         writer = (
             df.writeStream.foreachBatch(self._commit_epoch)
@@ -104,17 +111,26 @@ class PipelineRunner:
         faults.maybe_crash("epoch_start", batch_id)
         cached: list["DataFrame"] = []
         try:
-            if self.combined_dataset().is_multi_table:
-                # rows of one table together in each cached partition: the
-                # per-table filters below then skip most cached batches
-                # (in-memory column stats) instead of scanning the whole batch
-                batch = batch.sortWithinPartitions(rows.TABLE)
-            base = batch.persist()
-            cached.append(base)
-            outputs = self._run_vertices(base, batch_id, cached)
+            if any(v.kind == "source" and v.id in self._persisted for v in self.pipeline.vertices):
+                dataset = self.combined_dataset()
+                if dataset.is_multi_table:
+                    # shuffle by table: each table's rows in ONE of a few cached
+                    # partitions, in one run (sorted). A per-table read is then
+                    # a few tasks that skip the other tables' cached batches by
+                    # their column stats, however many partitions the source
+                    # has (FakeSource: one or more per table): never tables x
+                    # source partitions tasks.
+                    k = min(len(dataset.tables), _shuffle_partitions(self.spark))
+                    batch = batch.repartition(k, rows.TABLE).sortWithinPartitions(rows.TABLE)
+                batch = batch.persist()
+                cached.append(batch)
+            outputs = self._run_vertices(batch, batch_id, cached)
             commits = self._commit_sinks(outputs, batch_id)
             faults.maybe_crash("before_ledger", batch_id)
-            ledger.record(self.spark, self.ledger_path, self.dag.job_name, self.pipeline.key, batch_id, commits)
+            ledger.record(
+                self.spark, self.ledger_path, self.dag.job_name, self.pipeline.key, batch_id, commits,
+                replay=batch_id == self.replay_epoch,
+            )
             faults.maybe_crash("after_ledger", batch_id)
         except EngineError:
             raise
@@ -144,13 +160,11 @@ class PipelineRunner:
                 outputs[v.id] = run_chain(self.spark, self.dag, members, self._inputs(v, outputs), batch_id)
             elif v.kind == "shuffle":
                 outputs[v.id] = self._inputs(v, outputs)
-            downstream = [self._vertex(e.dst) for e in p.edges if e.src == v.id]
-            if v.kind == "transform_chain" and (len(downstream) > 1 or any(d.kind == "shuffle" for d in downstream)):
-                # read by several vertices: compute once (Python stages must not rerun per consumer);
-                # the source batch itself is already persisted
-                persisted = {t: df.persist() for t, df in outputs[v.id].items()}
-                cached.extend(persisted.values())
-                outputs[v.id] = persisted
+            if v.kind == "transform_chain" and v.id in self._persisted:
+                # read more than once: compute once (Python stages must not rerun per reader)
+                kept = {t: df.persist() for t, df in outputs[v.id].items()}
+                cached.extend(kept.values())
+                outputs[v.id] = kept
         return outputs
 
     def _epoch_context(self, lv, batch_id: int) -> EpochContext:
@@ -235,6 +249,13 @@ def _union_envelopes(frames: list[tuple[Dataset, "DataFrame"]], combined: Datase
         out = framed if out is None else out.unionByName(framed)
     assert out is not None
     return out
+
+
+def _shuffle_partitions(spark: "SparkSession") -> int:
+    try:
+        return max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or 4))
+    except (ValueError, TypeError):
+        return 4
 
 
 def _short(e: Exception) -> str:

@@ -55,6 +55,8 @@ class _Running:
 class JobResult:
     status: str  # FINISHED | FAILED | CANCELED
     error: str | None = None
+    # what THIS run committed per (pipeline, sink, table), from its epoch
+    # events; `streaming-engine status` reads the whole history from the ledger
     committed: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -96,10 +98,14 @@ def execute(
     _attach_metrics(job, bus)
     bus.subscribe(_log_event)
 
-    ledger.ensure(spark, ledger_path)
+    if len(job.plan.pipelines) > 1:
+        # pipelines append to the ledger concurrently: two first appends racing
+        # to create it conflict. A single pipeline creates it with its first epoch.
+        ledger.ensure(spark, ledger_path)
     runners = [PipelineRunner(spark.newSession(), dag, p, bus, ledger_path) for p in job.plan.pipelines]
     epochs: dict[str, int] = {r.pipeline.key: 0 for r in runners}
-    bus.subscribe(lambda e: _count_epoch(e, epochs))
+    seen: list[EpochCommitted] = []
+    bus.subscribe(lambda e: _count_epoch(e, epochs, seen))
     bus.publish(JobStarted(dag.job_name, dag.env.job_mode, tuple(p.name for p in job.plan.pipelines)))
 
     stop = threading.Event()
@@ -116,7 +122,7 @@ def execute(
             if item.query.isActive:
                 item.query.stop()
     bus.publish(JobFinished(dag.job_name, status, error))
-    committed = ledger.last_committed(spark, ledger_path)
+    committed = ledger.summarize((e.pipeline, e.epoch, e.commits) for e in seen)
     for row in committed:
         row["table_rows"] = _current_rows(spark, row["target"]) if count_rows else None
     return JobResult(status, error, committed)
@@ -200,7 +206,18 @@ def _supervise(
                     item.done = True
                     _finished(bus, item, "CANCELED")
             return "CANCELED", None
-        time.sleep(0.2)
+        _wait_a_little(running)
+
+
+def _wait_a_little(running: list[_Running], seconds: float = 0.2) -> None:
+    """Sleep up to ``seconds``, waking as soon as a running query ends."""
+    active = [i for i in running if not i.done]
+    if not active:
+        return
+    try:
+        active[0].query.awaitTermination(seconds)
+    except Exception:  # it failed: the supervisor reads q.exception() next round
+        pass
 
 
 def _finished(bus: EventBus | None, item: _Running, status: str, error: str | None = None) -> None:
@@ -226,9 +243,10 @@ def _error_text(exc: Any) -> str:
     return lines[0] if lines else repr(exc)
 
 
-def _count_epoch(event: Event, epochs: dict[str, int]) -> None:
+def _count_epoch(event: Event, epochs: dict[str, int], seen: list[EpochCommitted]) -> None:
     if isinstance(event, EpochCommitted):
         epochs[event.pipeline] = epochs.get(event.pipeline, 0) + 1
+        seen.append(event)
 
 
 def _log_event(event: Event) -> None:
@@ -264,6 +282,6 @@ def _print_summary(job: CompiledJob, result: JobResult) -> None:
         now = f", {row['table_rows']} rows in the table now" if row.get("table_rows") is not None else ""
         print(
             f"  {row['table']} -> {row['target']}: {row['total_rows']} rows committed by {row['sink']} "
-            f"over {row['epochs']} epoch(s) (last epoch {row['last_epoch']}){now}",
+            f"over {row['epochs']} epoch(s) in this run (last epoch {row['last_epoch']}){now}",
             file=out,
         )

@@ -79,12 +79,16 @@ class TMerge(Transform):
 
 class TSinkOptions(SinkOptions):
     require: str | None = Field(None, description="column the sink requires")
+    single_pass: bool = Field(False, description="write() scans its input once (Sink.scans_input_once)")
 
 
 class TSink(Sink):
     name = "TestSink"
     Options = TSinkOptions
     commit_protocol: ClassVar[str] = "delta-txn"
+
+    def scans_input_once(self):
+        return self.options.single_pass
 
     def check_input(self, dataset):
         for t in dataset.tables:

@@ -180,6 +180,31 @@ def test_physical_plan_lists_sink_group_commit_protocol_and_txn_ids():
     assert job.physical.pipelines[0].trigger.startswith("availableNow")
 
 
+def _persisted(job):
+    return {s.vertex: s.detail["persist"] for s in job.physical.pipelines[0].stages if "persist" in s.detail}
+
+
+def test_a_linear_pipeline_into_a_single_pass_sink_persists_nothing():
+    job = compile_ok(SINGLE + "transform { TestMap { } }\nsink { TestSink { single_pass = true } }")
+    assert _persisted(job) == {"TestSource#1": False, "TransformChain[TestMap#2]": False}
+
+
+def test_outputs_read_more_than_once_are_persisted_once():
+    # a sink that scans its input several times: the chain output it reads is persisted
+    job = compile_ok(SINGLE + "transform { TestMap { } }\nsink { TestSink { } }")
+    assert _persisted(job) == {"TestSource#1": False, "TransformChain[TestMap#2]": True}
+    # a multi-table batch is split per table: the source batch is persisted
+    job = compile_ok(MULTI + "sink { TestSink { single_pass = true } }")
+    assert _persisted(job) == {"TestSource#1": True}
+    # two readers of one chain: the chain output is computed once
+    job = compile_ok(SINGLE + "transform { TestMap { plugin_output = m } }\n"
+                     + "sink { TestSink { plugin_input = m, single_pass = true } TestSink { plugin_input = m, single_pass = true } }")
+    assert _persisted(job) == {"TestSource#1": False, "TransformChain[TestMap#2]": True}
+    from streaming_engine.plan.render import render
+
+    assert "TransformChain[TestMap#2]: transform chain of 1: 1 segment(s), 0 Python pass(es)  (output persisted" in render(job, "text")
+
+
 def test_streaming_trigger_uses_checkpoint_interval():
     job = compile_ok("env { job.mode = streaming, checkpoint.interval = 2500 }\n" + SINGLE + "sink { TestSink { } }")
     assert job.physical.pipelines[0].trigger == "processingTime(2500 ms)"
