@@ -23,27 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
 TERMINAL = "[terminal]"
 
 
-def col(name: str) -> "SparkColumn":
-    """A column reference that is safe for any name (dots, spaces, backquotes).
-
-    Cached per name and JVM: a reference is unresolved, so the same Column
-    serves every DataFrame, and building one costs py4j round trips (chains
-    are rebuilt every epoch).
-    """
-    from pyspark import SparkContext
-    from pyspark.sql import functions as F
-
-    sc = SparkContext._active_spark_context
-    key = (id(sc._gateway) if sc is not None else 0, name)
-    found = _COLUMNS.get(key)
-    if found is None:
-        if len(_COLUMNS) > 10_000:
-            _COLUMNS.clear()
-        found = _COLUMNS[key] = F.col("`" + name.replace("`", "``") + "`")
-    return found
-
-
-_COLUMNS: dict[tuple[int, str], "SparkColumn"] = {}
+col = rows.column  # a cached, always-quoted column reference
 
 
 def meta() -> list["SparkColumn"]:

@@ -14,7 +14,6 @@ from streaming_engine.plugins.base import PluginOptions, Transform, missing_colu
 from streaming_engine.plugins.registry import register
 from streaming_engine.schema import Column, TableSchema
 from transforms._common import MultiTableTransformOptions, append_columns
-from transforms._runtime import col, project
 
 
 class CopyOptions(MultiTableTransformOptions):
@@ -61,7 +60,7 @@ class Copy(Transform):
             new.append(Column(dest, by_name[src].type, by_name[src].nullable))
         return append_columns(table, new)
 
-    def apply(self, ctx, df, table, options):
+    def columns(self, ctx, cols, table, options):
         assert isinstance(options, CopyOptions)
         self.transform_table(table, options)  # same checks as at plan time
-        return project(df, [col(c) for c in table.names] + [col(src).alias(dest) for dest, src in options.pairs()])
+        return {**cols, **{dest: cols[src] for dest, src in options.pairs()}}

@@ -14,7 +14,6 @@ from streaming_engine.plugins.base import PluginOptions, Transform, missing_colu
 from streaming_engine.plugins.registry import register
 from streaming_engine.schema import Column, TableSchema
 from transforms._common import MultiTableTransformOptions, renamed_columns
-from transforms._runtime import col, project
 
 
 class FieldMapperOptions(MultiTableTransformOptions):
@@ -54,7 +53,7 @@ class FieldMapper(Transform):
             columns.append(Column(dest, by_name[src].type, by_name[src].nullable))
         return renamed_columns(table, columns, dict(options.field_mapper))
 
-    def apply(self, ctx, df, table, options):
+    def columns(self, ctx, cols, table, options):
         assert isinstance(options, FieldMapperOptions)
         self.transform_table(table, options)
-        return project(df, [col(src).alias(dest) for src, dest in options.field_mapper.items()])
+        return {dest: cols[src] for src, dest in options.field_mapper.items()}

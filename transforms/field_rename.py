@@ -16,7 +16,6 @@ from streaming_engine.plugins.registry import register
 from streaming_engine.schema import TableSchema
 from transforms._common import invalid, renamed_columns
 from transforms._rename import RenameOptions
-from transforms._runtime import col, project
 
 
 class FieldRenameOptions(RenameOptions):
@@ -41,6 +40,6 @@ class FieldRename(Transform):
         columns = [replace(c, name=renames[c.name]) for c in table.columns]
         return renamed_columns(table, columns, renames)
 
-    def apply(self, ctx, df, table, options):
+    def columns(self, ctx, cols, table, options):
         out = self.transform_table(table, options)
-        return project(df, [col(old).alias(new) for old, new in zip(table.names, out.names)])
+        return {new: cols[old] for old, new in zip(table.names, out.names)}

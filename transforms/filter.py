@@ -15,7 +15,6 @@ from streaming_engine.plugins.base import PluginOptions, Transform, missing_colu
 from streaming_engine.plugins.registry import register
 from streaming_engine.schema import TableSchema
 from transforms._common import MultiTableTransformOptions, as_list, invalid, no_duplicates
-from transforms._runtime import col, project
 
 
 class FilterOptions(MultiTableTransformOptions):
@@ -73,6 +72,6 @@ class Filter(Transform):
                 raise invalid(f"exclude_fields would remove every column of table {table.table_id!r}")
         return table.with_columns(columns)
 
-    def apply(self, ctx, df, table, options):
+    def columns(self, ctx, cols, table, options):
         out = self.transform_table(table, options)
-        return project(df, [col(c) for c in out.names])
+        return {c: cols[c] for c in out.names}

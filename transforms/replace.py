@@ -18,7 +18,6 @@ from streaming_engine.plugins.registry import register
 from streaming_engine.schema import TableSchema
 from transforms._common import MultiTableTransformOptions, check_java_regex, invalid
 from transforms._rename import _parse_java_replacement
-from transforms._runtime import col, project
 
 
 class ReplaceOptions(MultiTableTransformOptions):
@@ -59,12 +58,12 @@ class Replace(Transform):
             )
         return table
 
-    def apply(self, ctx, df, table, options):
+    def columns(self, ctx, cols, table, options):
         from pyspark.sql import functions as F
 
         assert isinstance(options, ReplaceOptions)
         self.transform_table(table, options)
-        target = col(options.replace_field)
+        target = cols[options.replace_field]
         if not options.is_regex:
             new = F.replace(target, F.lit(options.pattern), F.lit(options.replacement))
         elif options.replace_first:
@@ -72,9 +71,7 @@ class Replace(Transform):
             new = F.regexp_replace(target, F.lit(pattern), F.lit(replacement))
         else:
             new = F.regexp_replace(target, F.lit(options.pattern), F.lit(options.replacement))
-        return project(
-            df, [new.alias(c) if c == options.replace_field else col(c) for c in table.names]
-        )
+        return {c: new if c == options.replace_field else cols[c] for c in table.names}
 
 
 def first_match_rewrite(pattern: str, replacement: str) -> tuple[str, str]:

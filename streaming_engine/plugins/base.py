@@ -26,7 +26,7 @@ from streaming_engine.schema import Dataset, TableSchema
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
     from streaming_engine.runtime.context import CommitRecord, EpochContext, SourceContext, TransformContext
 
@@ -228,8 +228,27 @@ class Transform(Plugin):
     #   consecutive Python transforms into ONE mapInArrow pass per table.
     # execution == "table": override ``apply_frames`` (works on whole tables).
     # Frames always keep the metadata columns __table, __kind, __seq first.
+    # An expression transform that only computes its output columns from its
+    # input columns (no row filter, no metadata) implements ``columns``
+    # instead of ``apply``: the chain runner composes consecutive such
+    # transforms into ONE select per table.
     def apply(self, ctx: "TransformContext", df: "DataFrame", table: TableSchema, options: PluginOptions) -> "DataFrame":
+        if not self.is_projection():
+            raise _not_runnable(self)
+        from streaming_engine.runtime import rows
+
+        return rows.select_columns(df, self.columns(ctx, {n: rows.column(n) for n in table.names}, table, options))
+
+    def columns(
+        self, ctx: "TransformContext", cols: "dict[str, Column]", table: TableSchema, options: PluginOptions
+    ) -> "dict[str, Column]":
+        """The output data columns, in order, as expressions over ``cols``
+        (the input table's data columns by name)."""
         raise _not_runnable(self)
+
+    @classmethod
+    def is_projection(cls) -> bool:
+        return cls.columns is not Transform.columns
 
     def arrow_function(
         self, ctx: "TransformContext", table: TableSchema, options: PluginOptions

@@ -2,7 +2,7 @@
 
 The chain runs exactly the segments the physical plan shows
 (``plan.physical.segments``): a Catalyst run applies each transform's Spark
-column expressions; a Python run composes the transforms' Arrow functions and
+column expressions, composing consecutive projections into ONE select; a Python run composes the transforms' Arrow functions and
 runs them in ONE ``mapInArrow`` pass per table, never one pass per transform.
 """
 
@@ -38,11 +38,37 @@ def transform_context(spark: "SparkSession", dag: LogicalDag, v: LogicalVertex, 
 def run_chain(spark: "SparkSession", dag: LogicalDag, members: list[LogicalVertex], frames: Frames, batch_id: int) -> Frames:
     for kind, group in segments(members):
         if kind == "catalyst":
-            for m in group:
-                frames = m.plugin.apply_frames(transform_context(spark, dag, m, batch_id), frames)  # type: ignore[attr-defined]
+            frames = _catalyst(spark, dag, group, frames, batch_id)
         else:
             frames = _fused_python(spark, dag, group, frames, batch_id)
     return frames
+
+
+def _catalyst(spark: "SparkSession", dag: LogicalDag, group: list[LogicalVertex], frames: Frames, batch_id: int) -> Frames:
+    """Apply a Catalyst run; consecutive projections (``Transform.columns``)
+    become ONE select per table (their column expressions composed), the
+    others apply their own DataFrame operations in between."""
+    pending: dict[str, dict] = {}  # table id -> output columns over frames[table id]
+    for m in group:
+        plugin = m.plugin
+        ctx = transform_context(spark, dag, m, batch_id)
+        if not plugin.is_projection():  # type: ignore[attr-defined]
+            frames = plugin.apply_frames(ctx, _select_pending(frames, pending))  # type: ignore[attr-defined]
+            pending = {}
+            continue
+        inputs = {t.table_id: t for d in ctx.inputs for t in d.tables}
+        for table_id in frames:
+            opts = plugin.options_for(table_id)  # type: ignore[attr-defined]
+            if opts is None:
+                continue
+            table = inputs[table_id]
+            cols = pending.get(table_id) or {n: rows.column(n) for n in table.names}
+            pending[table_id] = plugin.columns(ctx, cols, table, opts)  # type: ignore[attr-defined]
+    return _select_pending(frames, pending)
+
+
+def _select_pending(frames: Frames, pending: dict[str, dict]) -> Frames:
+    return {t: rows.select_columns(df, pending[t]) if t in pending else df for t, df in frames.items()}
 
 
 def _fused_python(spark: "SparkSession", dag: LogicalDag, group: list[LogicalVertex], frames: Frames, batch_id: int) -> Frames:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from streaming_engine.schema import Dataset, TableSchema
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
     from pyspark.sql.types import StructType
 
 TABLE = "__table"
@@ -82,6 +82,34 @@ def split_tables(df: "DataFrame", dataset: Dataset) -> dict[str, "DataFrame"]:
             *META, *[F.col(col).getField(c).alias(c) for c in t.names]
         )
     return out
+
+
+def column(name: str) -> "Column":
+    """A column reference that is safe for any name (dots, spaces, backquotes).
+
+    Cached per name and JVM: a reference is unresolved, so the same Column
+    serves every DataFrame, and building one costs py4j round trips (chains
+    are rebuilt every epoch).
+    """
+    from pyspark import SparkContext
+    from pyspark.sql import functions as F
+
+    sc = SparkContext._active_spark_context
+    key = (id(sc._gateway) if sc is not None else 0, name)
+    found = _COLUMNS.get(key)
+    if found is None:
+        if len(_COLUMNS) > 10_000:
+            _COLUMNS.clear()
+        found = _COLUMNS[key] = F.col("`" + name.replace("`", "``") + "`")
+    return found
+
+
+_COLUMNS: dict[tuple[int, str], "Column"] = {}
+
+
+def select_columns(df: "DataFrame", columns: "dict[str, Column]") -> "DataFrame":
+    """``df`` as the metadata columns, then ``columns`` (name -> expression) in order."""
+    return df.select(*[column(c) for c in META], *[expr.alias(name) for name, expr in columns.items()])
 
 
 def _q(name: str) -> str:
