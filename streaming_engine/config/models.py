@@ -7,6 +7,7 @@ of a file at once. Unknown keys are warnings naming the closest known key
 
 from __future__ import annotations
 
+import copy
 import os
 from pathlib import Path
 from typing import Any, Literal
@@ -139,10 +140,17 @@ def engine_defaults() -> dict[str, Any]:
     candidate = Path(path) if path else Path(__file__).resolve().parents[2] / "conf" / "engine.conf"
     if not candidate.is_file():
         return {}
-    from streaming_engine.config.loader import load_text
+    stat = candidate.stat()
+    key = (str(candidate.resolve()), stat.st_mtime_ns, stat.st_size)
+    if key not in _DEFAULTS:  # parsed once per process and version of the file
+        from streaming_engine.config.loader import load_text
 
-    raw = load_text(candidate.read_text(encoding="utf-8"), file=str(candidate))
-    return raw.env
+        _DEFAULTS.clear()
+        _DEFAULTS[key] = load_text(candidate.read_text(encoding="utf-8"), file=str(candidate)).env
+    return copy.deepcopy(_DEFAULTS[key])
+
+
+_DEFAULTS: dict[tuple[str, int, int], dict[str, Any]] = {}
 
 
 # ---------------------------------------------------------------------------
