@@ -7,8 +7,11 @@ A plugin class declares
 - its output schema given its input schema(s), per table for multi-table data;
 - for transforms, how it executes (``"expression"``: compiles to Spark column
   expressions, no Python; ``"python"``: needs a Python function over Arrow /
-  pandas batches) and whether it may be chained with its neighbours;
-- for sinks, the commit protocol it takes part in.
+  pandas batches) and whether it may be chained with its neighbours; an
+  expression transform that only computes columns implements ``columns``
+  (composed with its neighbours into one select), others ``apply``;
+- for sinks, the commit protocol it takes part in, and whether ``write`` scans
+  its input once (``scans_input_once``: else the engine persists the input).
 
 Run-time methods (reading, transforming, writing DataFrames) are added by the
 runtime layer; nothing here imports Spark.
