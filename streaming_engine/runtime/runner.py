@@ -278,6 +278,12 @@ def _print_summary(job: CompiledJob, result: JobResult) -> None:
     print(f"job {job.dag.job_name!r} {result.status}", file=out)
     if result.error:
         print(f"error: {result.error}", file=out)
+    if result.status == "FINISHED" and not result.committed:
+        print(
+            "  nothing new to commit in this run: the input was committed before "
+            "(`streaming-engine status -c <job file>` shows the commit ledger)",
+            file=out,
+        )
     for row in result.committed:
         now = f", {row['table_rows']} rows in the table now" if row.get("table_rows") is not None else ""
         print(
