@@ -156,15 +156,68 @@ class Delta(Sink):
         return self.options.save_mode != "upsert"  # MERGE scans its source more than once
 
     def write(self, ctx: Any, frames: dict[str, Any], dataset: Dataset) -> list[Any]:
-        """Commit the epoch per table: appends run concurrently (different
-        tables never conflict); upserts run one by one, because MERGE takes
-        its transaction id from session settings."""
+        """Commit the epoch per table. Appends to plain tables on a local file
+        system write all their files in one Spark job and commit each table
+        with its own Delta transaction (``checkpoint.delta_direct``); other
+        appends run concurrently through Delta's writer (different tables never
+        conflict); upserts run one by one, because MERGE takes its transaction
+        id from session settings."""
         from streaming_engine.runtime.parallel import map_concurrently
 
         tables = [t for t in dataset.tables if t.table_id in frames]
-        upsert = self.options.save_mode == "upsert"
-        workers = 1 if upsert else ctx.commit_parallelism
-        return map_concurrently(lambda t: self._write_table(ctx, frames[t.table_id], t), tables, workers)
+        if self.options.save_mode == "upsert":
+            return map_concurrently(lambda t: self._write_table(ctx, frames[t.table_id], t), tables, 1)
+        data = {t.table_id: frames[t.table_id].select(*[f"`{c}`" for c in t.names]) for t in tables}
+        direct = [t for t in tables if self._direct_directory(ctx, t, data[t.table_id]) is not None]
+        done = self._write_direct(ctx, data, direct) if direct else {}
+        rest = [t for t in tables if t.table_id not in done]
+        for t, record in zip(rest, map_concurrently(lambda t: self._write_table(ctx, frames[t.table_id], t), rest, ctx.commit_parallelism)):
+            done[t.table_id] = record
+        return [done[t.table_id] for t in tables]
+
+    def _direct_directory(self, ctx: Any, table: TableSchema, df: Any) -> str | None:
+        """The local directory of a table the direct path may append to, else None."""
+        from streaming_engine.checkpoint import delta_direct
+
+        o = self.options
+        if o.path is None or o.partition_by:
+            return None
+        target = self.target_for(table)
+        schema = df.schema
+        key = (target, schema.json())
+        if key not in _DIRECT:
+            ok = delta_direct.qualifies(ctx.spark, target)
+            _DIRECT[key] = delta_direct.local_directory(ctx.spark, target) if ok else None
+        return _DIRECT[key]
+
+    def _write_direct(self, ctx: Any, data: dict[str, Any], tables: list[TableSchema]) -> dict[str, Any]:
+        from streaming_engine.checkpoint import delta_direct, delta_txn
+        from streaming_engine.runtime.context import CommitRecord
+        from streaming_engine.runtime.parallel import map_concurrently
+
+        dirs = {t.table_id: self._direct_directory(ctx, t, data[t.table_id]) for t in tables}
+        files = delta_direct.write_files(ctx.spark, {t.table_id: data[t.table_id] for t in tables}, dirs, ctx.batch_id)
+
+        def commit(t: TableSchema) -> Any:
+            target = self.target_for(t)
+            try:
+                c = delta_txn.with_retries(
+                    f"append to {target}",
+                    lambda: delta_direct.commit_files(
+                        ctx.spark, target, data[t.table_id].schema, files[t.table_id],
+                        ctx.txn_app_id(t.table_id), ctx.batch_id, check_txn=ctx.replay,
+                    ),
+                )
+            except delta_direct.NotPlain:
+                # the table changed (properties, schema): Delta's writer decides
+                _DIRECT.pop((target, data[t.table_id].schema.json()), None)
+                delta_direct.remove(dirs[t.table_id], files[t.table_id])
+                return self._write_table(ctx, data[t.table_id], t)
+            if c.version is None:
+                delta_direct.remove(dirs[t.table_id], files[t.table_id])
+            return CommitRecord(ctx.sink_uid, t.table_id, target, c.rows, c.version, c.version is None)
+
+        return dict(zip([t.table_id for t in tables], map_concurrently(commit, tables, ctx.commit_parallelism)))
 
     def _write_table(self, ctx: Any, df: Any, table: TableSchema) -> Any:
         from streaming_engine.checkpoint import delta_txn
@@ -183,6 +236,10 @@ class Delta(Sink):
                 partition_by=o.partition_by or (),
             )
         return CommitRecord(ctx.sink_uid, table.table_id, target.name, commit.rows, commit.version, commit.skipped)
+
+
+# (target, schema json) -> local directory when the direct append path applies, else None
+_DIRECT: dict[tuple[str, str], str | None] = {}
 
 
 def _incompatible(table: TableSchema, detail: str) -> SchemaError:

@@ -95,7 +95,7 @@ def arrow_schema(table: TableSchema) -> pa.Schema:
     """Needs the JVM (DDL parsing): call on the driver, see TableSpec.with_arrow."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    return to_arrow_schema(envelope.table_struct(table))
+    return to_arrow_schema(envelope.table_struct(table), timezone="UTC")
 
 
 def _arrow(spec: TableSpec) -> pa.Schema:
@@ -237,8 +237,10 @@ def register(spark: Any) -> None:
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
     class Slice(InputPartition):
-        def __init__(self, table: int, start: int, end: int):
-            self.table, self.start, self.end = table, start, end
+        """One reader's share: row ranges ``(table index, start, end)``, of one or many tables."""
+
+        def __init__(self, ranges: list[tuple[int, int, int]]):
+            self.ranges = ranges
 
     class Reader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         def __init__(self, specs: list[TableSpec], streaming: bool, partitions: int):
@@ -269,24 +271,25 @@ def register(spark: Any) -> None:
             return out
 
         def partitions(self, start: dict, end: dict) -> list:
-            parts = []
+            """``parallelism`` readers, as SeaTunnel's: each table's new rows cut into
+            up to that many ranges, and the ranges of all tables dealt out to the
+            readers by row count (100 small tables are a few tasks, not 100)."""
+            readers = self.partitions_per_table
+            ranges = []
             for s in self.specs:
                 a, b = int(start.get(f"t{s.index}", 0)), int(end[f"t{s.index}"])
                 if b <= a:
                     continue
-                k = max(1, min(self.partitions_per_table, b - a))
+                k = max(1, min(readers, b - a))
                 bounds = np.linspace(a, b, k + 1, dtype=np.int64)
-                parts += [Slice(s.index, int(x), int(y)) for x, y in zip(bounds[:-1], bounds[1:]) if y > x]
-            return parts or [Slice(-1, 0, 0)]
+                ranges += [(s.index, int(x), int(y)) for x, y in zip(bounds[:-1], bounds[1:]) if y > x]
+            return [Slice(r) for r in _deal(ranges, readers)] or [Slice([])]
 
         def read(self, part: Slice) -> Iterator[pa.RecordBatch]:
-            if part.table < 0:
-                return
-            spec = self.specs[part.table]
-            step = 50_000
-            for a in range(part.start, part.end, step):
-                flat = generate(spec, a, min(part.end, a + step))
-                yield _envelope(flat, spec, self.specs)
+            for table, start, end in part.ranges:
+                spec = self.specs[table]
+                for a in range(start, end, 50_000):
+                    yield _envelope(generate(spec, a, min(end, a + 50_000)), spec, self.specs)
 
         def commit(self, end: dict) -> None:
             pass
@@ -306,6 +309,19 @@ def register(spark: Any) -> None:
     spark.dataSource.register(FakeDataSource)
 
 
+def _deal(ranges: list[tuple[int, int, int]], readers: int) -> list[list[tuple[int, int, int]]]:
+    """Ranges in order into at most ``readers`` groups of about equal row counts."""
+    total = sum(e - s for _, s, e in ranges)
+    groups: list[list[tuple[int, int, int]]] = [[]]
+    filled = 0
+    for r in ranges:
+        if groups[-1] and filled >= total * len(groups) / readers:
+            groups.append([])
+        groups[-1].append(r)
+        filled += r[2] - r[1]
+    return [g for g in groups if g]
+
+
 def _dataset(specs: list[TableSpec]):
     from streaming_engine.schema import Dataset
 
@@ -313,20 +329,32 @@ def _dataset(specs: list[TableSpec]):
 
 
 def _envelope(flat: pa.RecordBatch, spec: TableSpec, specs: list[TableSpec]) -> pa.RecordBatch:
-    """Single-table: the flat batch. Multi-table: metadata + one struct per table."""
+    """Single-table: the flat batch. Multi-table: metadata + the shared slot columns
+    (``rows.layout``), this table's columns in its slots, the other slots null."""
     if len(specs) == 1:
         return flat
-    n = flat.num_rows
+    slots, columns = _slots(specs)
+    mine = dict(zip(columns[spec.schema.table_id], flat.columns[3:]))
     arrays = [flat.column(0), flat.column(1), flat.column(2)]
-    names = list(envelope.META)
-    for s in specs:
-        names.append(envelope.payload_column(s.index))
-        struct_type = pa.struct(list(_arrow(s))[3:])
-        if s.index == spec.index:
-            arrays.append(pa.StructArray.from_arrays(flat.columns[3:], fields=list(struct_type)))
-        else:
-            arrays.append(pa.nulls(n, struct_type))
-    return pa.RecordBatch.from_arrays(arrays, names=names)
+    arrays += [mine[slot] if slot in mine else pa.nulls(flat.num_rows, t) for slot, t in slots]
+    return pa.RecordBatch.from_arrays(arrays, names=[*envelope.META, *(slot for slot, _ in slots)])
+
+
+def _slots(specs: list[TableSpec]) -> tuple[list[tuple[str, pa.DataType]], dict[str, tuple[str, ...]]]:
+    """The envelope's slots with their Arrow types, and each table's slots (cached per spec list)."""
+    key = id(specs)
+    found = _SLOTS.get(key)
+    if found is None or found[0] is not specs:
+        lay = envelope.layout(_dataset(specs))
+        types: dict[str, pa.DataType] = {}
+        for s in specs:
+            for slot, field in zip(lay.columns[s.schema.table_id], list(_arrow(s))[3:]):
+                types.setdefault(slot, field.type)
+        found = _SLOTS[key] = (specs, [(slot, types[slot]) for slot, _ in lay.slots], lay.columns)
+    return found[1], found[2]
+
+
+_SLOTS: dict[int, tuple[list[TableSpec], list[tuple[str, pa.DataType]], dict[str, tuple[str, ...]]]] = {}
 
 
 def read_stream(specs: list[TableSpec], ctx: Any) -> Any:

@@ -124,6 +124,11 @@ class PipelineRunner:
                     batch = batch.repartition(k, rows.TABLE).sortWithinPartitions(rows.TABLE)
                 batch = batch.persist()
                 cached.append(batch)
+                # build the cache in ONE job now: otherwise every per-table read
+                # planned before it exists (adaptive execution's table-cache
+                # stages) starts a job that builds or waits for it, 100 tables
+                # made 100 concurrent stages over the same blocks.
+                batch.count()
             outputs = self._run_vertices(batch, batch_id, cached)
             commits = self._commit_sinks(outputs, batch_id)
             faults.maybe_crash("before_ledger", batch_id)
@@ -177,6 +182,7 @@ class PipelineRunner:
             batch_id=batch_id,
             txn_app_id=lambda table, uid=lv.uid: txn_app_id(self.dag, self.pipeline.key, uid, table),
             commit_parallelism=self.dag.env.commit_parallelism,
+            replay=batch_id == self.replay_epoch,
             extras={"checkpoint_location": self.checkpoint},
         )
 
@@ -229,22 +235,34 @@ class PipelineRunner:
 
 
 def _union_envelopes(frames: list[tuple[Dataset, "DataFrame"]], combined: Dataset) -> "DataFrame":
-    """Bring each source's frame into the multi-table envelope of ``combined`` and union them."""
+    """Bring each source's frame into the multi-table envelope of ``combined`` and union them.
+
+    A combined slot takes, per table of a source, the column the table keeps
+    there: from the source's own slot (multi-table source) or column.
+    """
     from pyspark.sql import functions as F
 
-    index = {t.table_id: i for i, t in enumerate(combined.tables)}
+    target = rows.layout(combined)
     out = None
     for dataset, df in frames:
+        own = rows.layout(dataset).columns if dataset.is_multi_table else None
+        per_slot: dict[str, list[tuple[str, str]]] = {}  # combined slot -> [(table id, source column)]
+        for t in dataset.tables:
+            sources = own[t.table_id] if own is not None else tuple(f"`{c}`" for c in t.names)
+            for slot, src in zip(target.columns[t.table_id], sources):
+                per_slot.setdefault(slot, []).append((t.table_id, src))
         cols = [F.col(c) for c in rows.META]
-        for t in combined.tables:
-            name = rows.payload_column(index[t.table_id])
-            if t.table_id not in dataset.table_ids:
-                cols.append(F.lit(None).cast(rows.table_struct(t, meta=False)).alias(name))
-            elif dataset.is_multi_table:
-                own = rows.payload_column(dataset.table_ids.index(t.table_id))
-                cols.append(F.col(own).alias(name))
+        for slot, ddl in target.slots:
+            found = per_slot.get(slot, [])
+            if not found:
+                expr = F.lit(None).cast(ddl)
+            elif own is None:
+                expr = F.col(found[0][1])
             else:
-                cols.append(F.struct(*[F.col(f"`{c}`") for c in t.names]).alias(name))
+                expr = F.lit(None).cast(ddl)
+                for table_id, src in found:
+                    expr = F.when(F.col(rows.TABLE) == table_id, F.col(src)).otherwise(expr)
+            cols.append(expr.alias(slot))
         framed = df.select(*cols)
         out = framed if out is None else out.unionByName(framed)
     assert out is not None

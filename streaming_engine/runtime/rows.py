@@ -8,14 +8,18 @@ A source's streaming DataFrame has three metadata columns, then the data:
   the last change per key within a batch;
 
 followed, for a single-table source, by the table's columns, and for a
-multi-table source by one struct column per table (``__t0``, ``__t1``, ... in
-dataset order; only the row's own table's struct is set). Struct-per-table keeps
-each table's schema intact without a union of all columns and type clashes.
+multi-table source by shared *slot* columns (``__c0``, ``__c1``, ...; see
+:func:`layout`): per column type, as many slots as the table with the most
+columns of that type has, and each table puts its columns into the slots of
+their types in order. A row is as wide as the widest table, not as all tables
+together (one struct per table made every row carry every table: O(rows x
+tables) through Arrow, the shuffle and the cache), and types never clash.
 ``split_tables`` turns a batch into one flat DataFrame per table.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from streaming_engine.schema import Dataset, TableSchema
@@ -37,8 +41,35 @@ KIND_OF_NAME = {"INSERT": INSERT, "UPDATE_BEFORE": UPDATE_BEFORE, "UPDATE_AFTER"
 NAME_OF_KIND = {v: k for k, v in KIND_OF_NAME.items()}
 
 
-def payload_column(index: int) -> str:
-    return f"__t{index}"
+@dataclass(frozen=True)
+class Layout:
+    """Where a multi-table envelope keeps each table's columns."""
+
+    slots: tuple[tuple[str, str], ...]  # (slot column, Spark DDL type)
+    columns: dict[str, tuple[str, ...]]  # table id -> the slot of each of its columns, in order
+
+    def slot_type(self, slot: str) -> str:
+        return dict(self.slots)[slot]
+
+
+def layout(dataset: Dataset) -> Layout:
+    """Slots for ``dataset``'s tables: per type, as many as the widest table needs."""
+    slots: list[tuple[str, str]] = []
+    by_type: dict[str, list[str]] = {}
+    columns: dict[str, tuple[str, ...]] = {}
+    for t in dataset.tables:
+        used: dict[str, int] = {}
+        mine = []
+        for c in t.columns:
+            n = used.get(c.type, 0)
+            used[c.type] = n + 1
+            of_type = by_type.setdefault(c.type, [])
+            if n == len(of_type):
+                of_type.append(f"__c{len(slots)}")
+                slots.append((of_type[-1], c.type))
+            mine.append(of_type[n])
+        columns[t.table_id] = tuple(mine)
+    return Layout(tuple(slots), columns)
 
 
 def table_ddl(table: TableSchema, meta: bool = True) -> str:
@@ -60,11 +91,13 @@ def envelope_struct(dataset: Dataset) -> "StructType":
     """The streaming schema a source produces for ``dataset``."""
     from pyspark.sql.types import StructField, StructType
 
+    from pyspark.sql.types import _parse_datatype_string
+
     if not dataset.is_multi_table:
         return table_struct(dataset.tables[0])
     fields = list(table_struct(dataset.tables[0]).fields[:3])
-    for i, t in enumerate(dataset.tables):
-        fields.append(StructField(payload_column(i), table_struct(t, meta=False), True))
+    for slot, ddl in layout(dataset).slots:
+        fields.append(StructField(slot, _parse_datatype_string(ddl), True))
     return StructType(fields)
 
 
@@ -75,11 +108,11 @@ def split_tables(df: "DataFrame", dataset: Dataset) -> dict[str, "DataFrame"]:
     if not dataset.is_multi_table:
         t = dataset.tables[0]
         return {t.table_id: df.select(*META, *[F.col(_q(c)) for c in t.names])}
+    slots = layout(dataset).columns
     out = {}
-    for i, t in enumerate(dataset.tables):
-        col = payload_column(i)
+    for t in dataset.tables:
         out[t.table_id] = df.where(F.col(TABLE) == t.table_id).select(
-            *META, *[F.col(col).getField(c).alias(c) for c in t.names]
+            *META, *[F.col(slot).alias(c) for slot, c in zip(slots[t.table_id], t.names)]
         )
     return out
 
