@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator
 
@@ -105,17 +106,13 @@ def nullable(schema: "StructType") -> "StructType":
 
 def _creates_plain_tables(spark: "SparkSession") -> bool:
     """No session default table properties: a table we create has none either."""
-    key = id(spark._jsparkSession)  # type: ignore[attr-defined]
-    if key not in _PLAIN_DEFAULTS:
-        try:
-            keys = [k for k, _ in spark.sparkContext.getConf().getAll()] + list(spark.conf.getAll.keys())  # type: ignore[attr-defined]
-        except Exception:  # pragma: no cover - no SparkContext (Spark Connect)
-            keys = [_DEFAULTS]
-        _PLAIN_DEFAULTS[key] = not any(k.startswith(_DEFAULTS) for k in keys)
-    return _PLAIN_DEFAULTS[key]
+    found = _PLAIN_DEFAULTS.get(spark)
+    if found is None:
+        found = _PLAIN_DEFAULTS[spark] = not any(k.startswith(_DEFAULTS) for k in spark.conf.getAll)  # type: ignore[attr-defined]
+    return found
 
 
-_PLAIN_DEFAULTS: dict[int, bool] = {}
+_PLAIN_DEFAULTS: "weakref.WeakKeyDictionary[Any, bool]" = weakref.WeakKeyDictionary()
 
 
 def _metadata(snapshot_or_txn: Any) -> dict:
@@ -162,37 +159,29 @@ def write_files(
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import to_arrow_schema
 
+    from streaming_engine.runtime.rows import assign_slots
+
     keys = list(frames)
+    fields = {key: frames[key].schema.fields for key in keys}
+    # slots keyed by the Spark type's text (the types themselves are not hashable)
+    slot_types, slot_of = assign_slots({key: [f.dataType.simpleString() for f in fields[key]] for key in keys})
+    spark_type = {f.dataType.simpleString(): f.dataType for key in keys for f in fields[key]}
+    slots = [(f"_{i}", spark_type[t]) for i, t in enumerate(slot_types)]
     layout: dict[str, tuple[str, list[str], list[str], Any]] = {}
-    slots: list[tuple[str, Any]] = []  # (slot name, Spark type)
-    by_type: dict[str, list[int]] = {}
-    projected = []
+    frames_in_layout = []
     for key in keys:
-        df = frames[key]
-        used: dict[str, int] = {}
-        names, slot_names, cols = [], [], {}
-        for f in df.schema.fields:
-            tkey = f.dataType.simpleString()
-            n = used.get(tkey, 0)
-            used[tkey] = n + 1
-            indexes = by_type.setdefault(tkey, [])
-            if n == len(indexes):
-                indexes.append(len(slots))
-                slots.append((f"_{len(slots)}", f.dataType))
-            slot = slots[indexes[n]][0]
-            names.append(f.name)
-            slot_names.append(slot)
-            cols[slot] = F.col("`" + f.name.replace("`", "``") + "`")
-        schema = to_arrow_schema(nullable(df.schema), timezone="UTC")
-        layout[key] = (directories[key], slot_names, names, schema)
-        projected.append((key, cols))
-    frames_in_layout = [
-        frames[key].select(
-            F.lit(key).alias("__key"),
-            *[(cols[s].alias(s) if s in cols else F.lit(None).cast(t).alias(s)) for s, t in slots],
+        mine = {slots[i][0]: f.name for i, f in zip(slot_of[key], fields[key])}
+        arrow = to_arrow_schema(nullable(frames[key].schema), timezone="UTC")
+        layout[key] = (directories[key], list(mine), list(mine.values()), arrow)
+        frames_in_layout.append(
+            frames[key].select(
+                F.lit(key).alias("__key"),
+                *[
+                    (F.col("`" + mine[s].replace("`", "``") + "`") if s in mine else F.lit(None).cast(t)).alias(s)
+                    for s, t in slots
+                ],
+            )
         )
-        for key, cols in projected
-    ]
     union = frames_in_layout[0]
     for df in frames_in_layout[1:]:
         union = union.union(df)
@@ -292,7 +281,6 @@ def commit_files(
     app_id: str | None,
     epoch: int,
     check_txn: bool,
-    operation: str = "WRITE",
 ) -> Committed:
     """Commit ``files`` (already in ``location``) as one append of epoch ``epoch``.
 

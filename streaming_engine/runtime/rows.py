@@ -20,13 +20,16 @@ tables) through Arrow, the shuffle and the cache), and types never clash.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence, TypeVar
 
 from streaming_engine.schema import Dataset, TableSchema
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
     from pyspark.sql.types import StructType
+
+K = TypeVar("K")
+T = TypeVar("T")
 
 TABLE = "__table"
 KIND = "__kind"
@@ -54,22 +57,39 @@ class Layout:
 
 def layout(dataset: Dataset) -> Layout:
     """Slots for ``dataset``'s tables: per type, as many as the widest table needs."""
-    slots: list[tuple[str, str]] = []
-    by_type: dict[str, list[str]] = {}
-    columns: dict[str, tuple[str, ...]] = {}
-    for t in dataset.tables:
-        used: dict[str, int] = {}
+    types, columns = assign_slots({t.table_id: [c.type for c in t.columns] for t in dataset.tables})
+    name = slot_name
+    return Layout(
+        tuple((name(i), ty) for i, ty in enumerate(types)),
+        {tid: tuple(name(i) for i in idx) for tid, idx in columns.items()},
+    )
+
+
+def slot_name(index: int) -> str:
+    return f"__c{index}"
+
+
+def assign_slots(tables: "dict[K, Sequence[T]]") -> "tuple[list[T], dict[K, tuple[int, ...]]]":
+    """Shared typed slots for tables given as column type lists (any hashable type
+    key): per type, as many slots as the table with most columns of it has; each
+    table's columns take the slots of their type in order. Returns the type of
+    each slot and, per table, the slot index of each column."""
+    types: list = []
+    by_type: dict = {}
+    columns: dict = {}
+    for key, column_types in tables.items():
+        used: dict = {}
         mine = []
-        for c in t.columns:
-            n = used.get(c.type, 0)
-            used[c.type] = n + 1
-            of_type = by_type.setdefault(c.type, [])
+        for ty in column_types:
+            n = used.get(ty, 0)
+            used[ty] = n + 1
+            of_type = by_type.setdefault(ty, [])
             if n == len(of_type):
-                of_type.append(f"__c{len(slots)}")
-                slots.append((of_type[-1], c.type))
+                of_type.append(len(types))
+                types.append(ty)
             mine.append(of_type[n])
-        columns[t.table_id] = tuple(mine)
-    return Layout(tuple(slots), columns)
+        columns[key] = tuple(mine)
+    return types, columns
 
 
 def table_ddl(table: TableSchema, meta: bool = True) -> str:

@@ -52,6 +52,8 @@ def test_fan_out_commits_each_table_with_its_txn_id_and_exact_rows(spark, run_jo
         assert txns[0]["appId"].startswith("fan.") and txns[0]["appId"].endswith(f".t{i}")
         assert [a["commitInfo"]["operation"] for a in actions if "commitInfo" in a] == ["WRITE"]
         adds = [a["add"] for a in actions if "add" in a]
+        # written by the direct path's one job (Delta's writer names files part-00000-...)
+        assert adds and all(a["path"].startswith("part-e000000-") for a in adds)
         assert sum(json.loads(a["stats"])["numRecords"] for a in adds) == 700
         assert all((table / a["path"]).exists() for a in adds)
         # Spark reads back exactly the source's rows, with the source's types
