@@ -12,7 +12,8 @@
 #                     local[N], local[*] and local[N,F] are supported yet
 #   -e/--deploy-mode  passed to spark-submit (default client); only client yet
 #   -n/--name         spark-submit --name (default streaming-engine)
-# and adds --jars (.jars/*.jar), --py-files (a zip of streaming_engine, sources,
+# and adds --jars (.jars/*.jar), the engine's local file system classes
+# (.jars/engine, local masters), --py-files (a zip of streaming_engine, sources,
 # sinks, transforms), the venv's Python and a quiet log4j2 configuration.
 # Runs scripts/bootstrap.sh first (a no-op when everything is installed).
 # Environment: STREAMING_ENGINE_JARS_DIR, STREAMING_ENGINE_LOG4J2 (log4j2 file),
@@ -129,6 +130,17 @@ export PYSPARK_DRIVER_PYTHON="${PYSPARK_DRIVER_PYTHON:-$PY}"
 export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"
 export STREAMING_ENGINE_JARS_DIR="$JARS_DIR"
 
+# the engine's local file system (java.nio, no child process per chmod/readlink)
+# must be on the driver's class path when the JVM starts: session.local_fs_conf
+fs_lines="$("$PY" -c 'import sys; sys.path.insert(0, sys.argv[2])
+from streaming_engine.runtime.session import local_fs_conf
+for k, v in local_fs_conf(sys.argv[1]).items(): print(f"{k}={v}")' "$master" "$ROOT")" \
+    || fail "could not read the engine's session settings"
+fs_conf=()
+while IFS= read -r kv; do
+    if [ -n "$kv" ]; then fs_conf+=(--conf "$kv"); fi
+done <<<"$fs_lines"
+
 extra=()
 # shellcheck disable=SC2206  # intentional word splitting
 [ -n "${SPARK_SUBMIT_EXTRA_ARGS:-}" ] && extra=(${SPARK_SUBMIT_EXTRA_ARGS})
@@ -143,6 +155,7 @@ exec "$SPARK_SUBMIT" \
     --conf "spark.pyspark.python=$PYSPARK_PYTHON" \
     --conf "spark.pyspark.driver.python=$PYSPARK_DRIVER_PYTHON" \
     --conf "spark.ui.showConsoleProgress=false" \
+    ${fs_conf[@]+"${fs_conf[@]}"} \
     ${extra[@]+"${extra[@]}"} \
     "$ROOT/streaming_engine/spark_entry.py" \
     ${args[@]+"${args[@]}"}

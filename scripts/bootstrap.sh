@@ -3,7 +3,8 @@
 #   1. create .venv with python3.11 if missing;
 #   2. pip install -e '.[test]' when pyproject.toml's [project] (or build
 #      settings) changed since the last install (a hash stamp is kept in .venv/);
-#   3. scripts/fetch_jars.py: the pinned JVM jars into .jars/.
+#   3. scripts/fetch_jars.py: the pinned JVM jars into .jars/;
+#   4. scripts/build_jvm.py: the engine's own JVM classes into .jars/engine/.
 # Silent when there is nothing to do, and then needs no network. Non-interactive
 # (works with CI=true and no stdin). Environment: STREAMING_ENGINE_PYTHON
 # (interpreter for a new venv, default python3.11).
@@ -79,3 +80,8 @@ command -v java >/dev/null 2>&1 || [ -n "${JAVA_HOME:-}" ] \
     || die "java not found: Spark 4.2 (and Maven) need a Java 17 runtime on PATH or JAVA_HOME"
 "$PY" "$ROOT/scripts/fetch_jars.py" </dev/null \
     || die "could not fetch the JVM jars pinned in pyproject.toml (see above)"
+
+# 4. the engine's own JVM classes (streaming_engine/runtime/jvm/*.java), rebuilt
+#    with the JDK's javac only when the sources changed
+"$PY" "$ROOT/scripts/build_jvm.py" </dev/null \
+    || die "could not compile streaming_engine/runtime/jvm (see above)"

@@ -59,6 +59,20 @@ LOCAL_CONF: dict[str, str] = {
 }
 
 
+# The engine's own JVM classes (streaming_engine/runtime/jvm, built by
+# scripts/build_jvm.py), relative to jars_dir().
+ENGINE_JAR = "engine/streaming-engine-jvm.jar"
+
+# Hadoop's local file system through java.nio instead of one child process per
+# chmod/readlink (no libhadoop.so here): about 27 process starts per Delta
+# commit and per checkpoint file before. Local masters only (the jar is put on
+# the driver's class path, which in local mode is also the executors').
+LOCAL_FS_CONF: dict[str, str] = {
+    "spark.hadoop.fs.file.impl": "io.streamingengine.hadoop.NioLocalFileSystem",
+    "spark.hadoop.fs.AbstractFileSystem.file.impl": "io.streamingengine.hadoop.NioLocalFs",
+}
+
+
 class JarsNotFoundError(EngineError):
     """The local JVM jars are missing: scripts/bootstrap.sh has not been run."""
 
@@ -131,6 +145,23 @@ def jar_paths() -> list[str]:
     return jars
 
 
+def engine_jar() -> Path | None:
+    """The engine's compiled JVM classes, when scripts/bootstrap.sh built them."""
+    jar = jars_dir() / ENGINE_JAR
+    return jar if jar.is_file() else None
+
+
+def local_fs_conf(master: str) -> dict[str, str]:
+    """Settings that put the engine's local file system on a JVM this process
+    launches: the jar on the driver class path and the two Hadoop settings.
+    Empty for cluster masters, without the jar, and inside spark-submit (the
+    JVM runs already; ./spark-submit.sh passes them on its command line)."""
+    jar = engine_jar()
+    if jar is None or not is_local_master(master) or os.environ.get("PYSPARK_GATEWAY_PORT"):
+        return {}
+    return {"spark.driver.extraClassPath": str(jar), **LOCAL_FS_CONF}
+
+
 def _log4j2_option(existing: str) -> str:
     """Driver JVM options with our log4j2 config, unless one is configured already."""
     if "log4j2.configurationFile" in existing or "log4j.configurationFile" in existing:
@@ -151,7 +182,12 @@ def session_conf(master: str, conf: Mapping[str, str] | None = None) -> dict[str
     jars = jar_paths()
     if user.get("spark.jars"):
         jars = jars + [j for j in user["spark.jars"].split(",") if j and j not in jars]
+    fs = local_fs_conf(master)
+    merged.update(fs)
     merged.update(user)
+    cp = "spark.driver.extraClassPath"
+    if fs and user.get(cp):
+        merged[cp] = f"{fs[cp]}{os.pathsep}{user[cp]}"
     merged["spark.jars"] = ",".join(jars)
     merged["spark.driver.extraJavaOptions"] = _log4j2_option(
         merged.get("spark.driver.extraJavaOptions", "")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -34,9 +35,14 @@ def test_spark_submit_runs_a_job_to_completion(spark, tmp_path):
     proc = subprocess.run(
         [str(ROOT / "spark-submit.sh"), "run", "-c", str(conf), "-m", "local[1]"],
         capture_output=True, text=True, timeout=600, cwd=tmp_path,
+        env={**os.environ, "SPARK_PRINT_LAUNCH_COMMAND": "1"},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "job 'submitted' FINISHED" in proc.stdout
+    # the engine's local file system is on the driver JVM's class path and configured
+    launch = next(ln for ln in proc.stderr.splitlines() if ln.startswith("Spark Command:"))
+    assert "streaming-engine-jvm.jar" in launch
+    assert "spark.hadoop.fs.file.impl=io.streamingengine.hadoop.NioLocalFileSystem" in launch
     rows = {r["id"]: r["name"] for r in spark.read.format("delta").load(str(tmp_path / "out")).collect()}
     assert rows == {1: "a2", 2: "b"}
 
