@@ -167,15 +167,14 @@ class Delta(Sink):
         tables = [t for t in dataset.tables if t.table_id in frames]
         if self.options.save_mode == "upsert":
             return map_concurrently(lambda t: self._write_table(ctx, frames[t.table_id], t), tables, 1)
-        data = {t.table_id: frames[t.table_id].select(*[f"`{c}`" for c in t.names]) for t in tables}
-        direct = [t for t in tables if self._direct_directory(ctx, t, data[t.table_id]) is not None]
-        done = self._write_direct(ctx, data, direct) if direct else {}
+        direct = [t for t in tables if self._direct_directory(ctx, t) is not None]
+        done = self._write_direct(ctx, frames, direct) if direct else {}
         rest = [t for t in tables if t.table_id not in done]
         for t, record in zip(rest, map_concurrently(lambda t: self._write_table(ctx, frames[t.table_id], t), rest, ctx.commit_parallelism)):
             done[t.table_id] = record
         return [done[t.table_id] for t in tables]
 
-    def _direct_directory(self, ctx: Any, table: TableSchema, df: Any) -> str | None:
+    def _direct_directory(self, ctx: Any, table: TableSchema) -> str | None:
         """The local directory of a table the direct path may append to, else None."""
         from streaming_engine.checkpoint import delta_direct
 
@@ -183,20 +182,30 @@ class Delta(Sink):
         if o.path is None or o.partition_by:
             return None
         target = self.target_for(table)
-        schema = df.schema
-        key = (target, schema.json())
+        key = (target, table.ddl())
         if key not in _DIRECT:
             ok = delta_direct.qualifies(ctx.spark, target)
             _DIRECT[key] = delta_direct.local_directory(ctx.spark, target) if ok else None
         return _DIRECT[key]
 
-    def _write_direct(self, ctx: Any, data: dict[str, Any], tables: list[TableSchema]) -> dict[str, Any]:
+    def _write_direct(self, ctx: Any, frames: dict[str, Any], tables: list[TableSchema]) -> dict[str, Any]:
         from streaming_engine.checkpoint import delta_direct, delta_txn
+        from streaming_engine.runtime import rows
         from streaming_engine.runtime.context import CommitRecord
         from streaming_engine.runtime.parallel import map_concurrently
 
-        dirs = {t.table_id: self._direct_directory(ctx, t, data[t.table_id]) for t in tables}
-        files = delta_direct.write_files(ctx.spark, {t.table_id: data[t.table_id] for t in tables}, dirs, ctx.batch_id)
+        dirs = {t.table_id: self._direct_directory(ctx, t) for t in tables}
+        splits = {t.table_id: rows.split_of(frames[t.table_id]) for t in tables}
+        if all(sp is not None and sp.table == t for t, sp in zip(tables, splits.values())) and (
+            len({id(sp.envelope) for sp in splits.values()}) == 1  # type: ignore[union-attr]
+        ):
+            # unchanged splits of one multi-table batch: one pass over the batch
+            files = delta_direct.write_split_files(ctx.spark, {k: (dirs[k], sp) for k, sp in splits.items()}, ctx.batch_id)  # type: ignore[misc]
+            schemas = {t.table_id: rows.table_struct(t, meta=False) for t in tables}
+        else:
+            data = {t.table_id: frames[t.table_id].select(*[f"`{c}`" for c in t.names]) for t in tables}
+            files = delta_direct.write_files(ctx.spark, data, dirs, ctx.batch_id)
+            schemas = {k: df.schema for k, df in data.items()}
 
         def commit(t: TableSchema) -> Any:
             target = self.target_for(t)
@@ -204,15 +213,15 @@ class Delta(Sink):
                 c = delta_txn.with_retries(
                     f"append to {target}",
                     lambda: delta_direct.commit_files(
-                        ctx.spark, target, data[t.table_id].schema, files[t.table_id],
+                        ctx.spark, target, schemas[t.table_id], files[t.table_id],
                         ctx.txn_app_id(t.table_id), ctx.batch_id, check_txn=ctx.replay,
                     ),
                 )
             except delta_direct.NotPlain:
                 # the table changed (properties, schema): Delta's writer decides
-                _DIRECT.pop((target, data[t.table_id].schema.json()), None)
+                _DIRECT.pop((target, t.ddl()), None)
                 delta_direct.remove(dirs[t.table_id], files[t.table_id])
-                return self._write_table(ctx, data[t.table_id], t)
+                return self._write_table(ctx, frames[t.table_id], t)
             if c.version is None:
                 delta_direct.remove(dirs[t.table_id], files[t.table_id])
             return CommitRecord(ctx.sink_uid, t.table_id, target, c.rows, c.version, c.version is None)
@@ -238,7 +247,7 @@ class Delta(Sink):
         return CommitRecord(ctx.sink_uid, table.table_id, target.name, commit.rows, commit.version, commit.skipped)
 
 
-# (target, schema json) -> local directory when the direct append path applies, else None
+# (target, table DDL) -> local directory when the direct append path applies, else None
 _DIRECT: dict[tuple[str, str], str | None] = {}
 
 

@@ -104,7 +104,7 @@ def normalize_type(spec: Any) -> str:
 
 
 def _quote(name: str) -> str:
-    return name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) else f"`{name}`"
+    return name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) else "`" + name.replace("`", "``") + "`"
 
 
 NUMERIC_TYPES = {"tinyint", "smallint", "int", "bigint", "float", "double"}

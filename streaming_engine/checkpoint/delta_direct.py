@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
+    from streaming_engine.runtime.rows import Split
 
 # table properties that change nothing about how appended files must look
 _SAFE_PROPERTIES = {
@@ -78,12 +79,31 @@ class DataFile:
 
 def local_directory(spark: "SparkSession", location: str) -> str | None:
     """The local path of a table location on the ``file`` scheme, else None."""
+    import os
+
+    path = location[len("file:"):] if location.startswith("file:") else None
+    if path is None and location.startswith("/") and _default_scheme(spark) == "file":
+        path = location
+    if path is not None and path.startswith("/") and not path.startswith("//"):
+        return os.path.normpath(path)  # absolute: what Hadoop's Path would make of it, without py4j
     jvm = spark._jvm  # type: ignore[attr-defined]
     path = jvm.org.apache.hadoop.fs.Path(location)
     fs = path.getFileSystem(spark._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
     if fs.getScheme() != "file":
         return None
     return str(fs.makeQualified(path).toUri().getPath())
+
+
+def _default_scheme(spark: "SparkSession") -> str:
+    """The scheme of the session's default file system (``fs.defaultFS``)."""
+    found = _DEFAULT_SCHEME.get(spark)
+    if found is None:
+        default = spark._jsc.hadoopConfiguration().get("fs.defaultFS") or "file:///"  # type: ignore[attr-defined]
+        found = _DEFAULT_SCHEME[spark] = default.split(":", 1)[0].lower()
+    return found
+
+
+_DEFAULT_SCHEME: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
 
 
 def nullable(schema: "StructType") -> "StructType":
@@ -189,9 +209,39 @@ def write_files(
         # the per-table frames read disjoint parts of one batch: a few tasks,
         # not one per table and batch partition
         union = union.coalesce(max(1, spark.sparkContext.defaultParallelism))
+    return _write(union, layout, epoch)
+
+
+def write_split_files(
+    spark: "SparkSession", splits: dict[str, tuple[str, "Split"]], epoch: int
+) -> dict[str, list[DataFile]]:
+    """Like :func:`write_files`, for tables that are unchanged splits of ONE
+    multi-table batch (``rows.split_of``; table id -> (directory, split)): one
+    pass over the batch in its slot layout, no per-table filter and union."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from streaming_engine.runtime.rows import TABLE, table_struct
+
+    envelopes = {id(sp.envelope): sp.envelope for _, sp in splits.values()}
+    assert len(envelopes) == 1, "splits of one batch"
+    envelope = next(iter(envelopes.values()))
+    used = {slot for _, sp in splits.values() for slot in sp.slots}
+    slots = [c for c in envelope.columns if c in used]
+    layout = {
+        tid: (directory, list(sp.slots), list(sp.table.names),
+              to_arrow_schema(nullable(table_struct(sp.table, meta=False)), timezone="UTC"))
+        for tid, (directory, sp) in splits.items()
+    }
+    df = envelope.where(F.col(TABLE).isin(list(splits))).select(TABLE, *slots)
+    return _write(df, layout, epoch)
+
+
+def _write(df: "DataFrame", layout: dict, epoch: int) -> dict[str, list[DataFile]]:
+    """Run the writer over ``df`` (key column first, then slots) and collect the files."""
     prefix = f"part-e{epoch:06d}"
-    rows = union.mapInArrow(_writer(layout, prefix), _FILE_COLUMNS).collect()
-    out: dict[str, list[DataFile]] = {k: [] for k in keys}
+    rows = df.mapInArrow(_writer(layout, prefix), _FILE_COLUMNS).collect()
+    out: dict[str, list[DataFile]] = {k: [] for k in layout}
     for r in rows:
         out[r["table"]].append(DataFile(r["name"], int(r["size"]), int(r["rows"]), int(r["modified"])))
     return out
@@ -325,7 +375,20 @@ def _delta_log(spark: "SparkSession", location: str) -> Any:
 
 
 def _none(spark: "SparkSession") -> Any:
-    return getattr(getattr(spark._jvm.scala, "None$"), "MODULE$")  # type: ignore[attr-defined]
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    return _jvm_constant(jvm, "none", lambda: getattr(getattr(jvm.scala, "None$"), "MODULE$"))
+
+
+def _jvm_constant(jvm: Any, name: str, make: Any) -> Any:
+    """A JVM object built once per gateway (each build costs py4j round trips)."""
+    key = (id(jvm), name)
+    found = _CONSTANTS.get(key)
+    if found is None:
+        found = _CONSTANTS[key] = make()
+    return found
+
+
+_CONSTANTS: dict[tuple[int, str], Any] = {}
 
 
 def _action(jvm: Any, action: dict) -> Any:
@@ -341,6 +404,9 @@ def _seq(jvm: Any, items: list) -> Any:
 
 def _write_operation(jvm: Any) -> Any:
     """``DeltaOperations.Write(SaveMode.Append)``: the history shows WRITE, mode Append."""
-    write = getattr(getattr(jvm.org.apache.spark.sql.delta.DeltaOperations, "Write$"), "MODULE$")
-    defaults = [getattr(write, f"apply$default${i}")() for i in range(2, 10)]
-    return write.apply(jvm.org.apache.spark.sql.SaveMode.Append, *defaults)
+    def make() -> Any:
+        write = getattr(getattr(jvm.org.apache.spark.sql.delta.DeltaOperations, "Write$"), "MODULE$")
+        defaults = [getattr(write, f"apply$default${i}")() for i in range(2, 10)]
+        return write.apply(jvm.org.apache.spark.sql.SaveMode.Append, *defaults)
+
+    return _jvm_constant(jvm, "write-append", make)

@@ -19,6 +19,7 @@ tables) through Arrow, the shuffle and the cache), and types never clash.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence, TypeVar
 
@@ -121,20 +122,78 @@ def envelope_struct(dataset: Dataset) -> "StructType":
     return StructType(fields)
 
 
+@dataclass(frozen=True)
+class Split:
+    """Where a per-table frame of :func:`split_tables` comes from: rows
+    ``envelope[TABLE] == table.table_id``, the table's columns in ``slots``."""
+
+    envelope: "DataFrame"
+    table: TableSchema
+    slots: tuple[str, ...]
+
+
 def split_tables(df: "DataFrame", dataset: Dataset) -> dict[str, "DataFrame"]:
-    """One flat DataFrame (metadata + table columns) per table of a source batch."""
+    """One flat DataFrame (metadata + table columns) per table of a source batch.
+
+    For a multi-table batch each frame remembers its :class:`Split`
+    (:func:`split_of`), so a sink may read all tables from the batch in one
+    pass instead of one filter per table."""
     from pyspark.sql import functions as F
 
     if not dataset.is_multi_table:
         t = dataset.tables[0]
         return {t.table_id: df.select(*META, *[F.col(_q(c)) for c in t.names])}
     slots = layout(dataset).columns
+    built = _split_in_jvm(df, dataset, slots)
     out = {}
-    for t in dataset.tables:
-        out[t.table_id] = df.where(F.col(TABLE) == t.table_id).select(
-            *META, *[F.col(slot).alias(c) for slot, c in zip(slots[t.table_id], t.names)]
-        )
+    for i, t in enumerate(dataset.tables):
+        if built is not None:
+            frame = built[i]
+        else:
+            frame = df.where(F.col(TABLE) == t.table_id).select(
+                *META, *[F.col(slot).alias(c) for slot, c in zip(slots[t.table_id], t.names)]
+            )
+        _SPLITS[frame] = Split(df, t, slots[t.table_id])
+        out[t.table_id] = frame
     return out
+
+
+def _split_in_jvm(df: "DataFrame", dataset: Dataset, slots: dict[str, tuple[str, ...]]) -> "list[DataFrame] | None":
+    """The per-table frames built by the engine's JVM helper (Envelope.java) in
+    one py4j call; None when its jar is not on the class path."""
+    from pyspark.sql.classic.dataframe import DataFrame
+
+    jvm = df.sparkSession._jvm  # type: ignore[attr-defined]
+    helper = _JVM_SPLIT.get(id(jvm))
+    if helper is None:
+        found = jvm.io.streamingengine.spark.Envelope
+        helper = _JVM_SPLIT[id(jvm)] = found if not _is_package(found) else False
+    if helper is False:
+        return None
+    if any("\x01" in x or "\x02" in x for t in dataset.tables for x in (t.table_id, *t.names)):
+        return None  # a name holding a separator of the spec: build the frames here
+    records = ["\x02".join((TABLE, *META))]
+    for t in dataset.tables:
+        records.append("\x02".join((t.table_id, *[x for pair in zip(slots[t.table_id], t.names) for x in pair])))
+    jframes = helper.split(df._jdf, "\x01".join(records))
+    return [DataFrame(jframes[i], df.sparkSession) for i in range(len(dataset.tables))]
+
+
+def _is_package(obj: object) -> bool:
+    from py4j.java_gateway import JavaPackage
+
+    return isinstance(obj, JavaPackage)
+
+
+_JVM_SPLIT: dict[int, object] = {}
+
+
+def split_of(frame: "DataFrame") -> Split | None:
+    """The :class:`Split` ``frame`` is, unchanged, or None (any other frame)."""
+    return _SPLITS.get(frame)
+
+
+_SPLITS: "weakref.WeakKeyDictionary[DataFrame, Split]" = weakref.WeakKeyDictionary()
 
 
 def column(name: str) -> "Column":

@@ -39,10 +39,24 @@ def _log(table_dir: Path) -> list[dict]:
     return out
 
 
-def test_fan_out_commits_each_table_with_its_txn_id_and_exact_rows(spark, run_job_text):
+def _spy_writes(monkeypatch) -> dict[str, list]:
+    """Record which phase-1 writer ran, with the tables it was given."""
+    from streaming_engine.checkpoint import delta_direct
+
+    calls: dict[str, list] = {"split": [], "union": []}
+    split, union = delta_direct.write_split_files, delta_direct.write_files
+    monkeypatch.setattr(delta_direct, "write_split_files", lambda spark, splits, epoch: calls["split"].append(sorted(splits)) or split(spark, splits, epoch))
+    monkeypatch.setattr(delta_direct, "write_files", lambda spark, frames, dirs, epoch: calls["union"].append(sorted(frames)) or union(spark, frames, dirs, epoch))
+    return calls
+
+
+def test_fan_out_commits_each_table_with_its_txn_id_and_exact_rows(spark, run_job_text, monkeypatch):
     text = FANOUT.format(rows=700)
+    calls = _spy_writes(monkeypatch)
     ran = run_job_text(text)
     assert ran.result.status == "FINISHED", ran.result.error
+    # the sink got the batch's per-table splits unchanged: all files in one pass over the batch
+    assert calls == {"split": [[f"t{i}" for i in range(5)]], "union": []}
     for i in range(5):
         table = ran.work / "out" / f"t{i}"
         actions = _log(table)
@@ -156,3 +170,24 @@ def test_two_sources_union_into_one_multi_table_batch(spark, run_job_text, first
     for t in "abc":  # no column of any table is left null by a wrong slot
         df = ran.delta(spark, f"out/{t}")
         assert df.dropna().count() == df.count()
+
+
+def test_transformed_tables_are_written_from_their_own_frames(spark, run_job_text, monkeypatch):
+    """A transform on one table makes its frame no plain split of the batch:
+    the sink unions the tables' own frames instead (still one job), and every
+    table gets its rows, t1 with the transform applied."""
+    text = FANOUT.format(rows=200).replace(
+        "sink {",
+        """transform { Sql { plugin_input = src, plugin_output = out, table_match_regex = ".*t1",
+          query = "select id, v * 2 as v, s, d, ts, amount from dual" } }
+sink {""",
+    ).replace("Delta { path", "Delta { plugin_input = out, path")
+    assert "Sql" in text and "plugin_input = out" in text
+    calls = _spy_writes(monkeypatch)
+    ran = run_job_text(text)
+    assert ran.result.status == "FINISHED", ran.result.error
+    assert calls == {"split": [], "union": [[f"t{i}" for i in range(5)]]}
+    for i in range(5):
+        got = {r["id"]: r["v"] for r in ran.delta(spark, f"out/t{i}").collect()}
+        want = {r["id"]: r["v"] * (2 if i == 1 else 1) for r in _source_rows(FANOUT.format(rows=200), str(ran.work), f"t{i}")}
+        assert got == want

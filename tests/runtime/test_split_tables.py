@@ -1,0 +1,48 @@
+"""rows.split_tables: one flat frame per table of a multi-table batch, built by
+the engine's JVM helper (Envelope.java) in one call, or here in Python when the
+helper is not loaded. Both must give the same frames."""
+
+import pytest
+
+from streaming_engine.runtime import rows
+from streaming_engine.schema import Dataset, schema_from_fields
+
+
+def _batch(spark):
+    ds = Dataset((
+        schema_from_fields("db.a", {"id": "bigint", "odd name.x`y": "string"}),
+        schema_from_fields("db.b", {"n": "bigint", "m": "bigint", "at": "date"}),
+    ))
+    lay = rows.layout(ds)
+    slots = [s for s, _ in lay.slots]
+    data = [
+        ("db.a", "+I", 0, *[{"__c0": 1, lay.columns["db.a"][1]: "x"}.get(s) for s in slots]),
+        ("db.b", "-D", 1, *[{lay.columns["db.b"][0]: 7, lay.columns["db.b"][1]: 8}.get(s) for s in slots]),
+        ("db.a", "+U", 2, *[{"__c0": 2, lay.columns["db.a"][1]: "z"}.get(s) for s in slots]),
+    ]
+    struct = rows.envelope_struct(ds)
+    return spark.createDataFrame(data, struct), ds
+
+
+def _collect(frames):
+    return {t: (df.columns, sorted(tuple(r) for r in df.collect())) for t, df in frames.items()}
+
+
+@pytest.mark.spark
+def test_jvm_and_python_splits_agree_and_are_tagged(spark, monkeypatch):
+    df, ds = _batch(spark)
+    rows._JVM_SPLIT.clear()
+    jvm_frames = rows.split_tables(df, ds)
+    assert rows._JVM_SPLIT[id(spark._jvm)] is not False, "the engine jar is on the class path (bootstrap builds it)"
+    monkeypatch.setitem(rows._JVM_SPLIT, id(spark._jvm), False)
+    py_frames = rows.split_tables(df, ds)
+    got = _collect(jvm_frames)
+    assert got == _collect(py_frames)
+    assert got["db.a"] == (["__table", "__kind", "__seq", "id", "odd name.x`y"], [("db.a", "+I", 0, 1, "x"), ("db.a", "+U", 2, 2, "z")])
+    assert got["db.b"][1] == [("db.b", "-D", 1, 7, 8, None)]
+    for frames in (jvm_frames, py_frames):
+        for t in ds.tables:
+            sp = rows.split_of(frames[t.table_id])
+            assert sp is not None and sp.envelope is df and sp.table == t
+    # a frame derived from a split is not a split
+    assert rows.split_of(jvm_frames["db.a"].select("id")) is None
