@@ -155,6 +155,11 @@ class Delta(Sink):
     def scans_input_once(self) -> bool:
         return self.options.save_mode != "upsert"  # MERGE scans its source more than once
 
+    def writes_batch_in_one_pass(self, ctx: Any, dataset: Dataset) -> bool:
+        """Appends whose every table takes the direct path read a multi-table
+        batch once (``delta_direct.write_split_files``)."""
+        return self.options.save_mode == "append" and all(self._direct_directory(ctx, t) is not None for t in dataset.tables)
+
     def write(self, ctx: Any, frames: dict[str, Any], dataset: Dataset) -> list[Any]:
         """Commit the epoch per table. Appends to plain tables on a local file
         system write all their files in one Spark job and commit each table

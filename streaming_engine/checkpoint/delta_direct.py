@@ -62,6 +62,11 @@ _WRITER_ENFORCED = {
     "variantType", "variantType-preview",
 }
 _DEFAULTS = "spark.databricks.delta.properties.defaults."
+# Snappy, as Spark writes. A column's dictionary stops at 64 KiB (pyarrow's
+# default 1 MiB): a high-cardinality column gives up on it early (building it
+# cost half of the write, 1M rows: 0.45 s vs 0.25 s) while a low-cardinality
+# one stays dictionary-encoded.
+PARQUET_OPTIONS = {"compression": "snappy", "dictionary_pagesize_limit": 64 * 1024}
 _FILE_COLUMNS = "table string, name string, size bigint, rows bigint, modified bigint"
 
 
@@ -234,7 +239,9 @@ def write_split_files(
         for tid, (directory, sp) in splits.items()
     }
     df = envelope.where(F.col(TABLE).isin(list(splits))).select(TABLE, *slots)
-    return _write(df, layout, epoch)
+    # each task writes a file per table it meets: a few tasks, however many
+    # partitions the batch has (a no-op when it has no more)
+    return _write(df.coalesce(max(1, spark.sparkContext.defaultParallelism)), layout, epoch)
 
 
 def _write(df: "DataFrame", layout: dict, epoch: int) -> dict[str, list[DataFile]]:
@@ -269,7 +276,7 @@ def _writer(layout: dict, prefix: str):
                     os.makedirs(directory, exist_ok=True)
                     name = f"{prefix}-{uuid.uuid4()}-c000.snappy.parquet"
                     path = os.path.join(directory, name)
-                    open_files[key] = (pq.ParquetWriter(path, schema, compression="snappy"), path, name, [0])
+                    open_files[key] = (pq.ParquetWriter(path, schema, **PARQUET_OPTIONS), path, name, [0])
                 writer, _, _, count = open_files[key]
                 writer.write_batch(data)
                 count[0] += data.num_rows
@@ -304,7 +311,7 @@ def write_local_file(directory: str, table: Any, epoch: int) -> DataFile:
     os.makedirs(directory, exist_ok=True)
     name = f"part-e{epoch:06d}-{uuid.uuid4()}-c000.snappy.parquet"
     path = os.path.join(directory, name)
-    pq.write_table(table, path, compression="snappy")
+    pq.write_table(table, path, **PARQUET_OPTIONS)
     st = os.stat(path)
     return DataFile(name, st.st_size, table.num_rows, int(st.st_mtime * 1000))
 
@@ -371,7 +378,8 @@ def _new_metadata(schema: "StructType") -> dict:
 
 
 def _delta_log(spark: "SparkSession", location: str) -> Any:
-    return spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, location)  # type: ignore[attr-defined]
+    delta_log = _jclass(spark._jvm, "org.apache.spark.sql.delta.DeltaLog")  # type: ignore[attr-defined]
+    return delta_log.forTable(spark._jsparkSession, location)  # type: ignore[attr-defined]
 
 
 def _none(spark: "SparkSession") -> Any:
@@ -391,15 +399,23 @@ def _jvm_constant(jvm: Any, name: str, make: Any) -> Any:
 _CONSTANTS: dict[tuple[int, str], Any] = {}
 
 
+def _jclass(jvm: Any, name: str) -> Any:
+    """A JVM class by its dotted name, looked up once (py4j resolves every
+    package segment with a round trip)."""
+    from functools import reduce
+
+    return _jvm_constant(jvm, name, lambda: reduce(getattr, name.split("."), jvm))
+
+
 def _action(jvm: Any, action: dict) -> Any:
-    return jvm.org.apache.spark.sql.delta.actions.Action.fromJson(json.dumps(action))
+    return _jclass(jvm, "org.apache.spark.sql.delta.actions.Action").fromJson(json.dumps(action))
 
 
 def _seq(jvm: Any, items: list) -> Any:
-    java = jvm.java.util.ArrayList()
+    java = _jclass(jvm, "java.util.ArrayList")()
     for x in items:
         java.add(x)
-    return jvm.scala.jdk.javaapi.CollectionConverters.asScala(java).toList()
+    return _jclass(jvm, "scala.jdk.javaapi.CollectionConverters").asScala(java).toList()
 
 
 def _write_operation(jvm: Any) -> Any:

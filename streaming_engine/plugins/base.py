@@ -286,6 +286,16 @@ class Sink(Plugin):
         """
         return False
 
+    def writes_batch_in_one_pass(self, ctx: Any, dataset: Dataset) -> bool:
+        """True when :meth:`write`, given the unchanged per-table splits of a
+        multi-table batch (``runtime.rows.split_of``), will read the batch in
+        ONE pass this epoch rather than once per table. Asked every epoch when
+        the sink is its source's only reader (``plan.physical.one_pass_sink``):
+        the runtime then neither shuffles nor persists the batch. Should a
+        table still need its own read (its target changed during the epoch),
+        that read recomputes the batch."""
+        return False
+
     def check_input(self, dataset: Dataset) -> None:
         """Raise SchemaError when the sink cannot accept ``dataset``."""
 

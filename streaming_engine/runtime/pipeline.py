@@ -22,7 +22,7 @@ from streaming_engine.checkpoint import ledger
 from streaming_engine.dag.logical import LogicalDag
 from streaming_engine.errors import EngineError, RuntimeFailure
 from streaming_engine.plan.execution import ExecutionVertex, Pipeline
-from streaming_engine.plan.physical import checkpoint_location, persisted, slug, txn_app_id
+from streaming_engine.plan.physical import checkpoint_location, one_pass_sink, persisted, slug, txn_app_id
 from streaming_engine.runtime import faults, rows
 from streaming_engine.runtime.chain import run_chain
 from streaming_engine.runtime.context import CommitRecord, EpochContext, SourceContext
@@ -111,7 +111,9 @@ class PipelineRunner:
         faults.maybe_crash("epoch_start", batch_id)
         cached: list["DataFrame"] = []
         try:
-            if any(v.kind == "source" and v.id in self._persisted for v in self.pipeline.vertices):
+            if any(v.kind == "source" and v.id in self._persisted for v in self.pipeline.vertices) and not (
+                self._written_in_one_pass(batch_id)
+            ):
                 dataset = self.combined_dataset()
                 if dataset.is_multi_table:
                     # shuffle by table: each table's rows in ONE of a few cached
@@ -151,6 +153,14 @@ class PipelineRunner:
         self.bus.publish(
             EpochCommitted(self.dag.job_name, self.pipeline.key, batch_id, tuple(commits), time.monotonic() - started)
         )
+
+    def _written_in_one_pass(self, batch_id: int) -> bool:
+        """Does the source's only reader, a sink, write the whole batch in one pass this epoch?"""
+        sink = one_pass_sink(self.pipeline)
+        if sink is None:
+            return False
+        lv = self.dag.vertex(sink.members[0])
+        return bool(lv.plugin.writes_batch_in_one_pass(self._epoch_context(lv, batch_id), lv.schema))  # type: ignore[attr-defined]
 
     def _run_vertices(self, base: "DataFrame", batch_id: int, cached: list["DataFrame"]) -> dict[str, Frames]:
         """Frames produced by every non-sink vertex, in topological order."""

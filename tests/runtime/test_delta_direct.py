@@ -45,7 +45,12 @@ def _spy_writes(monkeypatch) -> dict[str, list]:
 
     calls: dict[str, list] = {"split": [], "union": []}
     split, union = delta_direct.write_split_files, delta_direct.write_files
-    monkeypatch.setattr(delta_direct, "write_split_files", lambda spark, splits, epoch: calls["split"].append(sorted(splits)) or split(spark, splits, epoch))
+    def spy_split(spark, splits, epoch):
+        calls["split"].append(sorted(splits))
+        calls.setdefault("batch_cached", []).extend({sp.envelope.is_cached for _, sp in splits.values()})
+        return split(spark, splits, epoch)
+
+    monkeypatch.setattr(delta_direct, "write_split_files", spy_split)
     monkeypatch.setattr(delta_direct, "write_files", lambda spark, frames, dirs, epoch: calls["union"].append(sorted(frames)) or union(spark, frames, dirs, epoch))
     return calls
 
@@ -56,7 +61,8 @@ def test_fan_out_commits_each_table_with_its_txn_id_and_exact_rows(spark, run_jo
     ran = run_job_text(text)
     assert ran.result.status == "FINISHED", ran.result.error
     # the sink got the batch's per-table splits unchanged: all files in one pass over the batch
-    assert calls == {"split": [[f"t{i}" for i in range(5)]], "union": []}
+    # ... which it reads only there: the runtime neither shuffled nor persisted it
+    assert calls == {"split": [[f"t{i}" for i in range(5)]], "union": [], "batch_cached": [False]}
     for i in range(5):
         table = ran.work / "out" / f"t{i}"
         actions = _log(table)
