@@ -177,15 +177,20 @@ def write_files(
 ) -> dict[str, list[DataFile]]:
     """Write each frame (data columns only) as Parquet files into its directory, in ONE job.
 
-    The frames are brought into one column layout (slots: per data type, as many
-    columns as the widest table has of it) and unioned; each task writes one
-    file per table it meets.
+    ONE table is written by Spark's own Parquet writer (no Python worker: 1M
+    rows took 1.1 s instead of 2.0 s). Several are brought into one column
+    layout (slots: per data type, as many columns as the widest table has of
+    it) and unioned, and pyarrow writes them; each task writes one file per
+    table it meets.
     """
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from streaming_engine.runtime.rows import assign_slots
 
+    if len(frames) == 1:
+        [(key, frame)] = frames.items()
+        return {key: _write_native(frame, directories[key], epoch)}
     keys = list(frames)
     fields = {key: frames[key].schema.fields for key in keys}
     # slots keyed by the Spark type's text (the types themselves are not hashable)
@@ -242,6 +247,35 @@ def write_split_files(
     # each task writes a file per table it meets: a few tasks, however many
     # partitions the batch has (a no-op when it has no more)
     return _write(df.coalesce(max(1, spark.sparkContext.defaultParallelism)), layout, epoch)
+
+
+def _write_native(df: "DataFrame", directory: str, epoch: int) -> list[DataFile]:
+    """Spark's Parquet writer into a staging folder inside the table directory
+    (a ``_`` folder: Delta and Spark readers skip it), then each file renamed
+    into the table directory under the direct path's name. Record counts come
+    from the files' footers."""
+    import os
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    staging = os.path.join(directory, f"_staging-e{epoch:06d}-{uuid.uuid4()}")
+    df.write.mode("errorifexists").option("compression", "snappy").parquet(staging)
+    out = []
+    try:
+        for written in sorted(os.listdir(staging)):
+            if not written.endswith(".parquet"):
+                continue  # _SUCCESS, Hadoop's .crc files
+            source = os.path.join(staging, written)
+            rows = pq.read_metadata(source).num_rows
+            name = f"part-e{epoch:06d}-{uuid.uuid4()}-c000.snappy.parquet"
+            path = os.path.join(directory, name)
+            os.rename(source, path)
+            st = os.stat(path)
+            out.append(DataFile(name, st.st_size, rows, int(st.st_mtime * 1000)))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return out
 
 
 def _write(df: "DataFrame", layout: dict, epoch: int) -> dict[str, list[DataFile]]:

@@ -197,3 +197,45 @@ sink {""",
         got = {r["id"]: r["v"] for r in ran.delta(spark, f"out/t{i}").collect()}
         want = {r["id"]: r["v"] * (2 if i == 1 else 1) for r in _source_rows(FANOUT.format(rows=200), str(ran.work), f"t{i}")}
         assert got == want
+
+
+SINGLE = """
+env {{ job.name = one }}
+source {{ FakeSource {{ plugin_output = src, seed = 9, row.num = {rows}, split.num = 3,
+  schema = {{ fields {{ id = bigint, v = double, s = string, d = date, ts = timestamp, amount = "decimal(12,2)" }} }} }} }}
+sink {{ Delta {{ path = "${{work}}/single" }} }}
+"""
+
+
+def test_one_table_is_written_by_sparks_parquet_writer_and_committed_directly(spark, run_job_text, monkeypatch):
+    from streaming_engine.checkpoint import delta_direct
+
+    native = []
+    orig = delta_direct._write_native
+    monkeypatch.setattr(delta_direct, "_write_native", lambda df, d, e: native.append(d) or orig(df, d, e))
+    text = SINGLE.format(rows=900)
+    ran = run_job_text(text)
+    assert ran.result.status == "FINISHED", ran.result.error
+    table = ran.work / "single"
+    assert native == [str(table)]
+    actions = _log(table)
+    adds = [a["add"] for a in actions if "add" in a]
+    assert adds and all(a["path"].startswith("part-e000000-") for a in adds)
+    assert sum(json.loads(a["stats"])["numRecords"] for a in adds) == 900
+    assert [t["txn"]["version"] for t in actions if "txn" in t] == [0]
+    # nothing but the committed files, the log and no staging folder left behind
+    assert sorted(p.name for p in table.iterdir() if not p.name.startswith(".")) == sorted([a["path"] for a in adds] + ["_delta_log"])
+    got = sorted((r.asDict() for r in ran.delta(spark, "single").collect()), key=lambda r: r["id"])
+    job = compile_text(text, variables={"work": str(ran.work)})
+    schema = job.dag.vertex("FakeSource#1").schema.tables[0]
+    [(index, cfg)] = list(enumerate(c for _, c in job.dag.vertex("FakeSource#1").plugin.table_configs()))
+    batch = generate(TableSpec(index, schema, cfg, cfg.cdc, arrow_schema(schema)), 0, cfg.row_num)
+    want = sorted(
+        ({k: (v.replace(tzinfo=None) if getattr(v, "tzinfo", None) else v) for k, v in r.items() if not k.startswith("__")}
+         for r in batch.to_pylist()),
+        key=lambda r: r["id"],
+    )
+    assert got == want
+    assert ran.delta(spark, "single").schema.simpleString() == (
+        "struct<id:bigint,v:double,s:string,d:date,ts:timestamp,amount:decimal(12,2)>"
+    )
