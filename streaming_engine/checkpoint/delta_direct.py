@@ -85,7 +85,11 @@ class DataFile:
 def local_directory(spark: "SparkSession", location: str) -> str | None:
     """The local path of a table location on the ``file`` scheme, else None."""
     import os
+    import re
 
+    scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*):", location)
+    if scheme and scheme.group(1).lower() != "file":
+        return None  # s3a:, hdfs:, abfss: ...: not a local directory
     path = location[len("file:"):] if location.startswith("file:") else None
     if path is None and location.startswith("/") and _default_scheme(spark) == "file":
         path = location
@@ -133,7 +137,9 @@ def _creates_plain_tables(spark: "SparkSession") -> bool:
     """No session default table properties: a table we create has none either."""
     found = _PLAIN_DEFAULTS.get(spark)
     if found is None:
-        found = _PLAIN_DEFAULTS[spark] = not any(k.startswith(_DEFAULTS) for k in spark.conf.getAll)  # type: ignore[attr-defined]
+        # the keys as ONE string: pyspark's conf.getAll costs a round trip per setting
+        keys = spark._jsparkSession.conf().getAll().keys().mkString("\n")  # type: ignore[attr-defined]
+        found = _PLAIN_DEFAULTS[spark] = not any(k.startswith(_DEFAULTS) for k in keys.split("\n"))
     return found
 
 
@@ -398,6 +404,25 @@ def commit_files(
         actions.append({"txn": {"appId": app_id, "version": epoch, "lastUpdated": now}})
     version = txn.commit(_seq(jvm, [_action(jvm, a) for a in actions]), _write_operation(jvm))
     return Committed(int(version), sum(f.rows for f in files))
+
+
+def create_table(spark: "SparkSession", location: str, schema: "StructType") -> bool:
+    """Create an empty plain table (metadata only, version 0); False when a
+    table is there already (or another writer created it meanwhile)."""
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    none = _none(spark)
+    log = _delta_log(spark, location)
+    txn = log.startTransaction(none, none)
+    if txn.readVersion() >= 0:
+        return False
+    txn.updateMetadataForNewTable(_action(jvm, {"metaData": _new_metadata(schema)}))
+    try:
+        txn.commit(_seq(jvm, []), _write_operation(jvm))
+    except Exception:
+        if log.update(False, none, none).version() >= 0:
+            return False  # a concurrent create won
+        raise
+    return True
 
 
 def _new_metadata(schema: "StructType") -> dict:

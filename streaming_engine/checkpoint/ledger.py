@@ -41,8 +41,15 @@ def ensure(spark: "SparkSession", path: str) -> None:
     """Create the (empty) ledger before any pipeline starts: pipelines of one
     job append to it concurrently, and two first writes racing to create a
     Delta table conflict (ProtocolChangedException)."""
+    import os
+
     from delta.tables import DeltaTable
 
+    directory = delta_direct.local_directory(spark, path) if delta_direct.qualifies(spark, path) else None
+    if directory is not None:
+        if not os.path.isdir(os.path.join(directory, "_delta_log")):
+            delta_direct.create_table(spark, path, _ledger_struct())
+        return
     if not DeltaTable.isDeltaTable(spark, path):
         spark.createDataFrame([], LEDGER_DDL).write.format("delta").mode("append").save(path)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -34,6 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql.streaming import StreamingQuery
 
 log = logging.getLogger("streaming_engine.runtime")
+_BACKGROUND = ThreadPoolExecutor(max_workers=2, thread_name_prefix="engine-prepare")
 Frames = dict[str, "DataFrame"]
 
 
@@ -46,6 +48,7 @@ class PipelineRunner:
     ledger_path: str
     last_epoch: int = -1
     replay_epoch: int | None = None  # the batch this query run re-runs first, if any
+    _ledger_ready: "Future[None] | None" = None
 
     @property
     def _persisted(self) -> frozenset[str]:
@@ -110,6 +113,9 @@ class PipelineRunner:
         started = time.monotonic()
         faults.maybe_crash("epoch_start", batch_id)
         cached: list["DataFrame"] = []
+        if self._ledger_ready is None:
+            # a new ledger is created while the first epoch writes (off its critical path)
+            self._ledger_ready = _BACKGROUND.submit(ledger.ensure, self.spark, self.ledger_path)
         try:
             if any(v.kind == "source" and v.id in self._persisted for v in self.pipeline.vertices) and not (
                 self._written_in_one_pass(batch_id)
@@ -134,6 +140,11 @@ class PipelineRunner:
             outputs = self._run_vertices(batch, batch_id, cached)
             commits = self._commit_sinks(outputs, batch_id)
             faults.maybe_crash("before_ledger", batch_id)
+            try:
+                self._ledger_ready.result()
+            except Exception:
+                self._ledger_ready = None  # the next epoch tries again
+                raise
             ledger.record(
                 self.spark, self.ledger_path, self.dag.job_name, self.pipeline.key, batch_id, commits,
                 replay=batch_id == self.replay_epoch,

@@ -239,3 +239,17 @@ def test_one_table_is_written_by_sparks_parquet_writer_and_committed_directly(sp
     assert ran.delta(spark, "single").schema.simpleString() == (
         "struct<id:bigint,v:double,s:string,d:date,ts:timestamp,amount:decimal(12,2)>"
     )
+
+
+def test_session_default_table_properties_send_new_tables_to_deltas_writer(spark, tmp_path):
+    """A table the direct path creates gets no properties; with session
+    defaults (spark.databricks.delta.properties.defaults.*) Delta's writer must
+    create it, so such a session never qualifies."""
+    from streaming_engine.checkpoint import delta_direct
+
+    plain = spark.newSession()
+    assert delta_direct.qualifies(plain, str(tmp_path / "t"))
+    with_defaults = spark.newSession()
+    with_defaults.conf.set("spark.databricks.delta.properties.defaults.appendOnly", "true")
+    assert not delta_direct.qualifies(with_defaults, str(tmp_path / "t"))
+    assert not delta_direct.qualifies(plain, "s3a://bucket/t")  # not a local file system

@@ -1,0 +1,29 @@
+"""The commit ledger's table: created empty once (directly, no Spark job), then appended per epoch."""
+
+import json
+
+from streaming_engine.checkpoint import ledger
+from streaming_engine.runtime.context import CommitRecord
+
+
+def _versions(path):
+    return sorted(int(p.stem) for p in (path / "_delta_log").glob("*.json"))
+
+
+def test_ensure_creates_the_empty_ledger_once_and_record_appends(spark, tmp_path):
+    path = tmp_path / "job" / "_ledger"
+    ledger.ensure(spark, str(path))
+    assert _versions(path) == [0]
+    commit0 = [json.loads(ln) for ln in (path / "_delta_log" / f"{0:020d}.json").read_text().splitlines()]
+    assert not [a for a in commit0 if "add" in a]  # metadata only
+    schema = json.loads(next(a for a in commit0 if "metaData" in a)["metaData"]["schemaString"])
+    assert [f["name"] for f in schema["fields"]] == [
+        "job", "pipeline", "epoch", "sink", "table", "target", "delta_version", "rows", "replayed", "committed_at"
+    ]
+    assert spark.read.format("delta").load(str(path)).count() == 0
+    ledger.ensure(spark, str(path))  # there already: no new version
+    assert _versions(path) == [0]
+    ledger.record(spark, str(path), "job", "p", 0, [CommitRecord("sink", "db.t", "/x", 5, 3, False)])
+    assert _versions(path) == [0, 1]
+    rows = spark.read.format("delta").load(str(path)).collect()
+    assert [(r.epoch, r.table, r.delta_version, r.rows) for r in rows] == [(0, "db.t", 3, 5)]
