@@ -39,6 +39,8 @@ import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator
 
+from streaming_engine.runtime.session import jvm_class, jvm_constant
+
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
@@ -266,9 +268,9 @@ def _write_native(df: "DataFrame", directory: str, epoch: int) -> list[DataFile]
     import pyarrow.parquet as pq
 
     staging = os.path.join(directory, f"_staging-e{epoch:06d}-{uuid.uuid4()}")
-    df.write.mode("errorifexists").option("compression", "snappy").parquet(staging)
     out = []
     try:
+        df.write.mode("errorifexists").option("compression", "snappy").parquet(staging)
         for written in sorted(os.listdir(staging)):
             if not written.endswith(".parquet"):
                 continue  # _SUCCESS, Hadoop's .crc files
@@ -437,44 +439,24 @@ def _new_metadata(schema: "StructType") -> dict:
 
 
 def _delta_log(spark: "SparkSession", location: str) -> Any:
-    delta_log = _jclass(spark._jvm, "org.apache.spark.sql.delta.DeltaLog")  # type: ignore[attr-defined]
+    delta_log = jvm_class(spark._jvm, "org.apache.spark.sql.delta.DeltaLog")  # type: ignore[attr-defined]
     return delta_log.forTable(spark._jsparkSession, location)  # type: ignore[attr-defined]
 
 
 def _none(spark: "SparkSession") -> Any:
     jvm = spark._jvm  # type: ignore[attr-defined]
-    return _jvm_constant(jvm, "none", lambda: getattr(getattr(jvm.scala, "None$"), "MODULE$"))
-
-
-def _jvm_constant(jvm: Any, name: str, make: Any) -> Any:
-    """A JVM object built once per gateway (each build costs py4j round trips)."""
-    key = (id(jvm), name)
-    found = _CONSTANTS.get(key)
-    if found is None:
-        found = _CONSTANTS[key] = make()
-    return found
-
-
-_CONSTANTS: dict[tuple[int, str], Any] = {}
-
-
-def _jclass(jvm: Any, name: str) -> Any:
-    """A JVM class by its dotted name, looked up once (py4j resolves every
-    package segment with a round trip)."""
-    from functools import reduce
-
-    return _jvm_constant(jvm, name, lambda: reduce(getattr, name.split("."), jvm))
+    return jvm_constant(jvm, "none", lambda: getattr(getattr(jvm.scala, "None$"), "MODULE$"))
 
 
 def _action(jvm: Any, action: dict) -> Any:
-    return _jclass(jvm, "org.apache.spark.sql.delta.actions.Action").fromJson(json.dumps(action))
+    return jvm_class(jvm, "org.apache.spark.sql.delta.actions.Action").fromJson(json.dumps(action))
 
 
 def _seq(jvm: Any, items: list) -> Any:
-    java = _jclass(jvm, "java.util.ArrayList")()
+    java = jvm_class(jvm, "java.util.ArrayList")()
     for x in items:
         java.add(x)
-    return _jclass(jvm, "scala.jdk.javaapi.CollectionConverters").asScala(java).toList()
+    return jvm_class(jvm, "scala.jdk.javaapi.CollectionConverters").asScala(java).toList()
 
 
 def _write_operation(jvm: Any) -> Any:
@@ -484,4 +466,4 @@ def _write_operation(jvm: Any) -> Any:
         defaults = [getattr(write, f"apply$default${i}")() for i in range(2, 10)]
         return write.apply(jvm.org.apache.spark.sql.SaveMode.Append, *defaults)
 
-    return _jvm_constant(jvm, "write-append", make)
+    return jvm_constant(jvm, "write-append", make)

@@ -163,12 +163,10 @@ def _split_in_jvm(df: "DataFrame", dataset: Dataset, slots: dict[str, tuple[str,
     one py4j call; None when its jar is not on the class path."""
     from pyspark.sql.classic.dataframe import DataFrame
 
-    jvm = df.sparkSession._jvm  # type: ignore[attr-defined]
-    helper = _JVM_SPLIT.get(id(jvm))
+    from streaming_engine.runtime.session import jvm_class
+
+    helper = jvm_class(df.sparkSession._jvm, ENVELOPE_CLASS)  # type: ignore[attr-defined]
     if helper is None:
-        found = jvm.io.streamingengine.spark.Envelope
-        helper = _JVM_SPLIT[id(jvm)] = found if not _is_package(found) else False
-    if helper is False:
         return None
     if any("\x01" in x or "\x02" in x for t in dataset.tables for x in (t.table_id, *t.names)):
         return None  # a name holding a separator of the spec: build the frames here
@@ -179,13 +177,7 @@ def _split_in_jvm(df: "DataFrame", dataset: Dataset, slots: dict[str, tuple[str,
     return [DataFrame(jframes[i], df.sparkSession) for i in range(len(dataset.tables))]
 
 
-def _is_package(obj: object) -> bool:
-    from py4j.java_gateway import JavaPackage
-
-    return isinstance(obj, JavaPackage)
-
-
-_JVM_SPLIT: dict[int, object] = {}
+ENVELOPE_CLASS = "io.streamingengine.spark.Envelope"
 
 
 def split_of(frame: "DataFrame") -> Split | None:

@@ -98,3 +98,11 @@ def test_file_context_rename_with_overwrite(spark, tmp_path):
     src.write_text("again")
     with pytest.raises(Exception, match="FileAlreadyExistsException"):
         fc.rename(Path(str(src)), Path(str(dst)), spark.sparkContext._gateway.new_array(jvm.org.apache.hadoop.fs.Options.Rename, 0))
+
+
+def test_jvm_class_finds_classes_once_and_none_for_missing_ones(spark):
+    jvm = spark._jvm
+    found = session_mod.jvm_class(jvm, "java.util.ArrayList")
+    assert found is not None and found().size() == 0
+    assert session_mod.jvm_class(jvm, "java.util.ArrayList") is found  # cached
+    assert session_mod.jvm_class(jvm, "io.streamingengine.NoSuchClass") is None
