@@ -10,7 +10,8 @@
 # streaming_engine/spark_entry.py. The wrapper also reads:
 #   -m/--master       passed to spark-submit (default local[2]); only local,
 #                     local[N], local[*] and local[N,F] are supported yet
-#   -e/--deploy-mode  passed to spark-submit (default client); only client yet
+#   -e/--deploy-mode  passed to spark-submit (default client); cluster is refused
+#                     (not supported yet), never ignored
 #   -n/--name         spark-submit --name (default streaming-engine)
 # and adds --jars (.jars/*.jar), the engine's local file system classes
 # (.jars/engine, local masters), --py-files (a zip of streaming_engine, sources,
@@ -23,7 +24,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 usage() {
-    sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+    sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 fail() { echo "spark-submit.sh: error: $*" >&2; exit 2; }
 
@@ -63,7 +64,8 @@ case "$master" in
        exit 2 ;;
 esac
 [ "$deploy_mode" = "client" ] || {
-    echo "spark-submit.sh: error: deploy mode '$deploy_mode' is not supported yet (only client)" >&2
+    echo "spark-submit.sh: error: deploy mode '$deploy_mode' is not supported yet (cluster submission is" \
+         "planned); use -e client (the default): the driver runs where you start the job" >&2
     exit 2
 }
 

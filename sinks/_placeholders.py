@@ -5,6 +5,12 @@ Supported: ``${database_name}``, ``${schema_name}``, ``${table_name}``,
 joined by ","), ``${field_names}`` (all columns joined by ","). They are rendered
 per table of the sink's input; a placeholder whose part the table lacks (no
 database in "orders") is a SCHEMA.INCOMPATIBLE error naming the table.
+
+Rendered values must stay names: a table id or column name that would move a
+path out of the sink's configured root (``db./../../etc/x``: a slash, a backslash,
+NUL, an empty part between dots, ``.`` or ``..``) is a SCHEMA.UNSAFE_TABLE_ID
+error naming the table, the placeholder and the offending part (the DAG
+builder adds the sink block).
 """
 
 from __future__ import annotations
@@ -52,9 +58,24 @@ def render(template: str, table: TableSchema, primary_key: Iterable[str] = ()) -
                 "SCHEMA.INCOMPATIBLE",
                 {"table": table.table_id, "detail": f"it has no {m.group(1).replace('_', ' ')} to fill ${{{m.group(1)}}}"},
             )
+        problem = _unsafe(value, sep="." if m.group(1) == "table_full_name" else ",")
+        if problem:
+            raise SchemaError("SCHEMA.UNSAFE_TABLE_ID", {"table": table.table_id, "placeholder": m.group(1), "detail": problem})
         return value
 
     return _PH.sub(sub, template)
+
+
+def _unsafe(value: str, sep: str) -> str | None:
+    """Why ``value`` (names joined by ``sep``) may not go into a path, or None."""
+    for part in value.split(sep):
+        if part in ("", ".", ".."):
+            shown = "it has an empty part" if not part else f"its part {part!r} is a relative directory"
+            return f"{shown}; names joined by single dots are expected, so the path stays under the sink's root"
+        for bad, what in (("/", "a '/'"), ("\\", "a '\\'"), ("\0", "a NUL character")):
+            if bad in part:
+                return f"its part {part!r} contains {what}, which would change the directory it is written to"
+    return None
 
 
 def check_distinct_targets(targets: list[tuple[str, str]], option: str) -> None:

@@ -127,6 +127,9 @@ class LocalFile(Source):
 
     options: LocalFileSourceOptions
 
+    def capabilities(self) -> dict[str, str]:
+        return {"reads_local_files": f"it reads the files under path {self.options.path!r}"}
+
     def output(self) -> Dataset:
         o = self.options
         tid = table_id(o.schema_, o.plugin_output)

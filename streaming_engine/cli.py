@@ -1,22 +1,24 @@
 """Command line, in the style of SeaTunnel's starter.
 
     streaming-engine [run|check|explain|plugins] -c job.conf [-i key=value ...]
-                     [--check] [-n NAME] [-m MASTER] [-e DEPLOY_MODE] [--strict]
+                     [--check] [-n NAME] [-m MASTER] [-e client] [--strict] [--restricted]
                      [--format text|json|dot|mermaid]
 
-Exit codes: 0 success, 1 the job (config or run) failed, 2 bad command line.
-Bad input never shows a Python traceback: problems are printed, each with
-file, plugin block and key.
+Exit codes: 0 success, 1 the job (config or run) failed, 2 bad command line
+(also ``-e cluster``: not supported yet). Bad input never shows a Python
+traceback: problems are printed, each with file, plugin block and key.
+Everything printed and logged is redacted (:mod:`streaming_engine.redact`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from typing import Sequence
 
-from streaming_engine import logs
+from streaming_engine import logs, redact
 from streaming_engine.errors import ConfigError, EngineError, Problem
 from streaming_engine.plan.render import FORMATS, render
 
@@ -36,8 +38,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--check", action="store_true", help="only validate the config (same as the 'check' command)")
     p.add_argument("-n", "--name", help="job name (overrides env.job.name)")
     p.add_argument("-m", "--master", default="local[2]", help="Spark master (default local[2])")
-    p.add_argument("-e", "--deploy-mode", default="client", choices=("client", "cluster"), help="Spark deploy mode")
+    p.add_argument("-e", "--deploy-mode", default="client", choices=("client", "cluster"),
+                   help="Spark deploy mode: client (default; cluster is not supported yet)")
     p.add_argument("--strict", action="store_true", help="unknown options are errors, not warnings")
+    p.add_argument("--restricted", action="store_true",
+                   help="refuse plugins that run code or read local files (README, Security)")
     p.add_argument("--format", default="text", choices=FORMATS, help="output format of explain/check")
     p.add_argument("--log-format", default="text", choices=("text", "json"), help="structured log format")
     p.add_argument("--log-level", default="WARNING", help="log level (default WARNING)")
@@ -45,10 +50,19 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    with redact.redacting_output():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     logs.configure(args.log_format, args.log_level)
+    redact.install_log_filter(logging.getLogger("streaming_engine"))
     command = args.command or ("check" if args.check else "run")
+    if args.deploy_mode != "client":
+        print(f"error: {EngineError('CLI.UNSUPPORTED_DEPLOY_MODE', {'mode': args.deploy_mode})}", file=sys.stderr)
+        return 2
     try:
         if command == "plugins":
             return _plugins(args.plugin)
@@ -70,7 +84,8 @@ def _with_job(command: str, args: argparse.Namespace) -> int:
     from streaming_engine.job import compile_file
 
     variables = parse_variables(args.variable)
-    job = compile_file(args.config, variables, strict=args.strict, job_name=args.name)
+    redact.remember(redact.secret_values(variables))
+    job = compile_file(args.config, variables, strict=args.strict, job_name=args.name, restricted=args.restricted)
     _print_problems(job.dag.warnings, "text")
     if command == "check":
         if args.format == "json":

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from streaming_engine.redact import redact_text
+
 # condition -> message template. Templates name what to change.
 MESSAGES: dict[str, str] = {
     "CONFIG.FILE_NOT_FOUND": "config file {path} does not exist",
@@ -38,6 +40,10 @@ MESSAGES: dict[str, str] = {
     "SCHEMA.DUPLICATE_COLUMN": "column {column!r} would appear twice in table {table!r}",
     "SCHEMA.INVALID": "{detail}",
     "SCHEMA.INCOMPATIBLE": "table {table!r} is not compatible with this sink: {detail}",
+    "SCHEMA.UNSAFE_TABLE_ID": "table id {table!r} cannot fill ${{{placeholder}}}: {detail}; "
+    "rename the table (TableRename) or do not use ${{{placeholder}}} here",
+    "CONFIG.RESTRICTED": "restricted mode forbids {capability}: {reason} "
+    "(restricted by {switch}; see README, Security)",
     "PLUGIN.DUPLICATE": "{kind} plugin {name!r} is registered twice ({first} and {second})",
     "PLUGIN.LOAD_FAILED": "cannot load {kind} plugin entry point {entry!r}: {detail}",
     "PLAN.DUPLICATE_VERTEX": "execution plan has two vertices named {name!r}",
@@ -45,6 +51,8 @@ MESSAGES: dict[str, str] = {
     "RUNTIME.NOT_AVAILABLE": "{detail}",
     "RUNTIME.FAILED": "{detail}",
     "CLI.USAGE": "{detail}",
+    "CLI.UNSUPPORTED_DEPLOY_MODE": "deploy mode {mode!r} is not supported yet (cluster submission is planned); "
+    "use -e client (the default): the driver runs where you start the job",
     "ASSERT.FAILED": "Assert rule failed: {detail}",
 }
 
@@ -81,11 +89,12 @@ class Location:
 
 
 def render(condition: str, params: dict[str, Any]) -> str:
+    """The message of ``condition``, secrets in ``params`` redacted."""
     template = MESSAGES.get(condition, "{detail}")
     try:
-        return template.format(**params)
+        return redact_text(template.format(**params))
     except (KeyError, IndexError):
-        return f"{condition}: {params}"
+        return redact_text(f"{condition}: {params}")
 
 
 @dataclass(frozen=True)
@@ -108,7 +117,7 @@ class Problem:
         return {
             "severity": self.severity,
             "condition": self.condition,
-            "params": {k: str(v) for k, v in self.params.items()},
+            "params": {k: redact_text(str(v)) for k, v in self.params.items()},
             "location": self.location.to_dict(),
             "message": self.message,
         }

@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 from typing import Mapping
 
+from streaming_engine import redact, security
 from streaming_engine.config.loader import RawJob, load_file, load_text
 from streaming_engine.dag.builder import build_dag
 from streaming_engine.dag.logical import LogicalDag
@@ -22,8 +23,14 @@ class CompiledJob:
     physical: PhysicalPlan
 
 
-def compile_raw(raw: RawJob, strict: bool = False, job_name: str | None = None) -> CompiledJob:
+def compile_raw(
+    raw: RawJob, strict: bool = False, job_name: str | None = None, restricted: bool = False
+) -> CompiledJob:
+    """``restricted``: refuse plugins that run code or read local files (security.check)."""
+    redact.remember(redact.secret_values([raw.env, *(b.options for b in raw.blocks)]))
     dag = build_dag(raw, strict=strict)
+    redact.remember(redact.secret_values([v.plugin.options for v in dag.vertices]))
+    security.check(dag, restricted)
     if job_name:
         from dataclasses import replace
 
@@ -37,10 +44,11 @@ def compile_file(
     variables: Mapping[str, str] | None = None,
     strict: bool = False,
     job_name: str | None = None,
+    restricted: bool = False,
 ) -> CompiledJob:
-    return compile_raw(load_file(path, variables), strict=strict, job_name=job_name)
+    return compile_raw(load_file(path, variables), strict=strict, job_name=job_name, restricted=restricted)
 
 
 def compile_text(text: str, fmt: str = "hocon", variables: Mapping[str, str] | None = None, strict: bool = False,
-                 file: str | None = None) -> CompiledJob:
-    return compile_raw(load_text(text, fmt=fmt, variables=variables, file=file), strict=strict)
+                 file: str | None = None, restricted: bool = False) -> CompiledJob:
+    return compile_raw(load_text(text, fmt=fmt, variables=variables, file=file), strict=strict, restricted=restricted)

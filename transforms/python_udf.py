@@ -102,6 +102,10 @@ class Python(Transform):
         columns += [Column(name, t) for name, t in declared.items()]
         return replace(table, columns=tuple(columns))
 
+    def capabilities(self) -> dict[str, str]:
+        functions = sorted({"{}:{}".format(*o.target()) for o in self.all_options()})  # type: ignore[attr-defined]
+        return {"runs_code": f"it imports and runs the Python function {', '.join(functions)} (option function)"}
+
     def describe(self) -> str:
         module, function = self.options.target()  # type: ignore[attr-defined]
         return f"Python ({module}:{function}, {self.options.api})"  # type: ignore[attr-defined]

@@ -79,6 +79,24 @@ class Sql(Transform):
         pk = table.primary_key if table.primary_key and set(table.primary_key) <= passed else ()
         return TableSchema(table.table_id, tuple(columns), pk)
 
+    def capabilities(self) -> dict[str, str]:
+        """Spark SQL can call Java (reflection functions), run a command
+        (TRANSFORM ... USING) and read any file (a subquery over
+        ``text.`/etc/passwd```); plain expressions over the input do none."""
+        out: dict[str, str] = {}
+        for options in self.all_options():
+            toks = tokenize(options.query)  # type: ignore[attr-defined]
+            calls = sorted({t.text.lower() for i, t in enumerate(toks[:-1])
+                            if t.kind == "id" and toks[i + 1].is_op("(") and t.text.lower() in REFLECTION
+                            and not (i and toks[i - 1].is_op("."))})
+            if calls:
+                out["runs_code"] = f"its query calls Java methods through {', '.join(calls)}() (option query)"
+            if any(t.is_kw("USING") for t in toks):
+                out["runs_code"] = "its query runs a command (TRANSFORM ... USING) (option query)"
+            if sum(t.is_kw("SELECT") for t in toks) > 1:
+                out["reads_local_files"] = "its query has a subquery, which can read any table or file (option query)"
+        return out
+
     def describe(self) -> str:
         return f"Sql (from {self.query_table})"
 
@@ -115,6 +133,9 @@ class Sql(Transform):
             )  # fmt: skip
         renamed = result.toDF(*names)
         return project(renamed, [col(c.name).cast(_parse_datatype_string(c.type)).alias(c.name) for c in out.columns])
+
+
+REFLECTION = frozenset({"java_method", "reflect", "try_reflect"})
 
 
 def _quote(name: str) -> str:

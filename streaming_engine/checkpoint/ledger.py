@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from streaming_engine.checkpoint import delta_direct, delta_txn
+from streaming_engine.redact import redact_text
 from streaming_engine.runtime.context import CommitRecord
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -70,7 +71,7 @@ def record(
         return False
     now = datetime.now(timezone.utc)
     data = [
-        (job, pipeline, epoch, c.sink, c.table, c.target, c.version, c.rows, c.skipped, now) for c in commits
+        (job, pipeline, epoch, c.sink, c.table, redact_text(c.target), c.version, c.rows, c.skipped, now) for c in commits
     ]
     if delta_direct.qualifies(spark, path) and _append_direct(spark, path, epoch, data):
         return True
@@ -154,11 +155,11 @@ def summarize(epochs: Iterable[tuple[str, int, Sequence[CommitRecord]]]) -> list
         for c in commits:
             row = acc.setdefault(
                 (pipeline, c.sink, c.table),
-                {"pipeline": pipeline, "sink": c.sink, "table": c.table, "last_epoch": -1, "target": c.target,
+                {"pipeline": pipeline, "sink": c.sink, "table": c.table, "last_epoch": -1, "target": redact_text(c.target),
                  "delta_version": None, "total_rows": 0, "epochs": 0},
             )
             if epoch >= row["last_epoch"]:
-                row["last_epoch"], row["target"] = epoch, c.target
+                row["last_epoch"], row["target"] = epoch, redact_text(c.target)
             if c.version is not None:
                 row["delta_version"] = max(row["delta_version"] or 0, c.version)
             row["total_rows"] += c.rows

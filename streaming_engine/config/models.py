@@ -56,6 +56,10 @@ class EnvConfig(BaseModel):
     metrics_port: int = Field(
         9250, ge=0, le=65535, alias="metrics.port", description="Port of the Prometheus endpoint (0: any free port)."
     )
+    security_restricted: bool = Field(
+        False, alias="security.restricted",
+        description="Refuse plugins that run code or read local files (see README, Security).",
+    )
     spark: dict[str, str] = Field(default_factory=dict, description="spark.* settings passed to Spark as-is.")
 
     @field_validator("job_mode", mode="before")

@@ -2,7 +2,8 @@
 
 One registry and one HTTP server per process (``PrometheusMetrics.shared``);
 every job run in the process attaches to it. Labels are stable configured
-names (job name, pipeline key, sink uid, table id), never counters.
+names (job name, pipeline key, sink uid, table id), never counters, and
+never secrets: every label value goes through :func:`redact.redact_text`.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import ClassVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from streaming_engine.redact import redact_text
 from streaming_engine.runtime.events import EpochCommitted, Event, EventBus, JobFinished, JobStarted, PipelineFinished, PipelineStarted
 
 _STATUS = {"CREATED": 0, "RUNNING": 1, "FINISHED": 2, "CANCELED": 3, "FAILED": 4}
@@ -63,21 +65,25 @@ class PrometheusMetrics:
 
     def on_event(self, e: Event) -> None:
         if isinstance(e, JobStarted):
-            self.job_status.labels(e.job).set(_STATUS["RUNNING"])
+            self.job_status.labels(*_safe(e.job)).set(_STATUS["RUNNING"])
         elif isinstance(e, PipelineStarted):
-            self.pipeline_status.labels(e.job, e.pipeline).set(_STATUS["RUNNING"])
+            self.pipeline_status.labels(*_safe(e.job, e.pipeline)).set(_STATUS["RUNNING"])
             if e.attempt > 1:
-                self.restarts.labels(e.job, e.pipeline).inc()
+                self.restarts.labels(*_safe(e.job, e.pipeline)).inc()
         elif isinstance(e, EpochCommitted):
-            self.epochs.labels(e.job, e.pipeline).inc()
-            self.last_epoch.labels(e.job, e.pipeline).set(e.epoch)
-            self.epoch_seconds.labels(e.job, e.pipeline).observe(e.seconds)
+            self.epochs.labels(*_safe(e.job, e.pipeline)).inc()
+            self.last_epoch.labels(*_safe(e.job, e.pipeline)).set(e.epoch)
+            self.epoch_seconds.labels(*_safe(e.job, e.pipeline)).observe(e.seconds)
             for c in e.commits:
                 if c.skipped:
-                    self.replays.labels(e.job, e.pipeline, c.sink, c.table).inc()
+                    self.replays.labels(*_safe(e.job, e.pipeline, c.sink, c.table)).inc()
                 else:
-                    self.rows.labels(e.job, e.pipeline, c.sink, c.table).inc(c.rows)
+                    self.rows.labels(*_safe(e.job, e.pipeline, c.sink, c.table)).inc(c.rows)
         elif isinstance(e, PipelineFinished):
-            self.pipeline_status.labels(e.job, e.pipeline).set(_STATUS.get(e.status, 4))
+            self.pipeline_status.labels(*_safe(e.job, e.pipeline)).set(_STATUS.get(e.status, 4))
         elif isinstance(e, JobFinished):
-            self.job_status.labels(e.job).set(_STATUS.get(e.status, 4))
+            self.job_status.labels(*_safe(e.job)).set(_STATUS.get(e.status, 4))
+
+
+def _safe(*values: str) -> list[str]:
+    return [redact_text(str(v)) for v in values]

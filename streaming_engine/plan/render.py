@@ -1,9 +1,16 @@
-"""Render the three plans as text, JSON (stable, for tests and tools), DOT, Mermaid."""
+"""Render the three plans as text, JSON (stable, for tests and tools), DOT, Mermaid.
+
+Every format is redacted (:mod:`streaming_engine.redact`): option values are
+masked by ``public_dict`` already; targets, descriptions and any other text
+lose URI user-info and remembered secrets here.
+"""
 
 from __future__ import annotations
 
 import json
 from typing import TYPE_CHECKING, Any
+
+from streaming_engine.redact import redact_text, redact_tree
 
 if TYPE_CHECKING:
     from streaming_engine.job import CompiledJob
@@ -12,15 +19,16 @@ FORMATS = ("text", "json", "dot", "mermaid")
 
 
 def render(job: "CompiledJob", fmt: str = "text") -> str:
-    return {"text": to_text, "json": to_json, "dot": to_dot, "mermaid": to_mermaid}[fmt](job)
+    return redact_text({"text": to_text, "json": to_json, "dot": to_dot, "mermaid": to_mermaid}[fmt](job))
 
 
 def to_dict(job: "CompiledJob") -> dict[str, Any]:
-    return {
+    return redact_tree({
         "logical": job.dag.to_dict(),
         "execution": job.plan.to_dict(),
         "physical": job.physical.to_dict(),
-    }
+    })
+
 
 
 def to_json(job: "CompiledJob") -> str:

@@ -22,9 +22,10 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from streaming_engine.errors import EngineError, SchemaError
+from streaming_engine.redact import redact_options
 from streaming_engine.schema import Dataset, TableSchema
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -49,15 +50,16 @@ class PluginOptions(BaseModel):
         return option_keys(cls)
 
     def public_dict(self) -> dict[str, Any]:
-        """Options as written by the user, secrets masked: safe for plans and logs."""
+        """Options as written by the user, secrets masked (SecretStr, secret-like
+        names also in nested maps, URI user-info): safe for plans and logs."""
         out: dict[str, Any] = {}
         for name, f in type(self).model_fields.items():
             value = getattr(self, name)
             if value is None or name in _WIRING_FIELDS:
                 continue
-            key = f.alias or name
-            out[key] = _mask(value)
-        return out
+            out[f.alias or name] = value
+        return redact_options(out)
+
 
 
 def option_keys(model: type[BaseModel]) -> set[str]:
@@ -76,18 +78,6 @@ def option_keys(model: type[BaseModel]) -> set[str]:
 
 
 _WIRING_FIELDS = {"plugin_input", "plugin_output", "parallelism"}
-
-
-def _mask(value: Any) -> Any:
-    if isinstance(value, SecretStr):
-        return "******"
-    if isinstance(value, BaseModel):
-        return {k: _mask(getattr(value, k)) for k in type(value).model_fields if getattr(value, k) is not None}
-    if isinstance(value, dict):
-        return {k: _mask(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_mask(v) for v in value]
-    return value
 
 
 def _as_list(value: Any) -> Any:
@@ -166,6 +156,14 @@ class Plugin:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.options.public_dict()})"
 
+    def capabilities(self) -> dict[str, str]:
+        """What this block does beyond moving rows, with its options: capability
+        (``runs_code``, ``reads_local_files``, ``writes_local_files``; see
+        :mod:`streaming_engine.security`) -> why, naming the option. Restricted
+        mode refuses the first two. Default: nothing."""
+        return {}
+
+
 
 class Source(Plugin):
     kind: ClassVar[PluginKind] = "source"
@@ -209,6 +207,11 @@ class Transform(Plugin):
         if regex is None or re.fullmatch(regex, table_id):
             return opts
         return None
+
+    def all_options(self) -> list[PluginOptions]:
+        """The options and every ``table_transform`` entry's (for :meth:`capabilities`)."""
+        entries = self.options.table_transform or ()  # type: ignore[attr-defined]
+        return [self.options, *(o for e in entries if (o := self.options_for(e.get("table_path"))) is not None)]
 
     def output(self, inputs: list[Dataset]) -> Dataset:
         """Output dataset given the input datasets. Default: per-table mapping."""

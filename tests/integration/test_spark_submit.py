@@ -55,3 +55,12 @@ def test_spark_submit_rejects_cluster_masters_clearly(tmp_path):
     )
     assert proc.returncode == 2
     assert "not supported yet" in proc.stderr
+
+
+def test_spark_submit_refuses_cluster_deploy_mode_clearly(tmp_path):
+    proc = subprocess.run(
+        [str(ROOT / "spark-submit.sh"), "run", "-c", str(tmp_path / "x.conf"), "-e", "cluster"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 2
+    assert "deploy mode 'cluster' is not supported yet" in proc.stderr and "-e client" in proc.stderr

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+import dataclasses
+import logging
+from typing import Any, ClassVar
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 
 from streaming_engine.plugins.base import (
     Sink,
@@ -17,6 +19,7 @@ from streaming_engine.plugins.base import (
 )
 from streaming_engine.plugins.registry import SINKS, SOURCES, TRANSFORMS
 from streaming_engine.schema import Column, Dataset, TableSchema
+from sinks.noop import Noop, NoopOptions
 
 
 class TSourceOptions(SourceOptions):
@@ -99,7 +102,35 @@ class TSink(Sink):
         return [f"{t} -> /tmp/{t}" for t in dataset.table_ids]
 
 
+class TSecretsOptions(NoopOptions):
+    endpoint: str | None = Field(None, description="a URI, may carry user-info")
+    password: str | None = Field(None, description="secret by its name")
+    dsn: SecretStr | None = Field(None, description="secret by its type (the name says nothing)")
+    config: dict[str, Any] | None = Field(None, description="nested client settings, like kafka.config")
+
+
+class TSecrets(Noop):
+    """A runnable Noop whose options hold secrets of every kind; it reports its
+    endpoint as the target and logs the bare password (a careless plugin), so
+    tests see whether the engine's edges redact them."""
+
+    name = "TestSecrets"
+    Options = TSecretsOptions
+
+    def targets(self, dataset):
+        return [f"{t} -> {self.options.endpoint}" for t in dataset.table_ids]
+
+    def describe(self) -> str:
+        return f"TestSecrets ({self.options.endpoint})"
+
+    def write(self, ctx, frames, dataset):
+        logging.getLogger("streaming_engine.tests").warning(
+            "TestSecrets writing to %s with %s", self.options.endpoint, self.options.password
+        )
+        return [dataclasses.replace(c, target=self.options.endpoint or c.target) for c in super().write(ctx, frames, dataset)]
+
+
 def register_all() -> None:
     for reg, cls in ((SOURCES, TSource), (TRANSFORMS, TMap), (TRANSFORMS, TPy), (TRANSFORMS, TOpaque),
-                     (TRANSFORMS, TJoin), (TRANSFORMS, TMerge), (SINKS, TSink)):
+                     (TRANSFORMS, TJoin), (TRANSFORMS, TMerge), (SINKS, TSink), (SINKS, TSecrets)):
         reg.register(cls)

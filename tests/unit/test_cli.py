@@ -93,3 +93,19 @@ def test_missing_config_flag_is_a_usage_error(capsys):
         assert e.code == 2
     else:
         raise AssertionError("expected a usage error")
+
+
+def test_client_deploy_mode_is_accepted(tmp_path, capsys):
+    path = write(tmp_path, JOB)
+    assert main(["check", "-c", path, "-e", "client"]) == 0
+    assert main(["check", "-c", path, "--deploy-mode", "client"]) == 0
+    assert capsys.readouterr().out.count("OK:") == 2
+
+
+def test_cluster_deploy_mode_is_refused_not_ignored(tmp_path, capsys):
+    path = write(tmp_path, JOB)
+    for command in ("run", "check", "explain"):
+        assert main([command, "-c", path, "-e", "cluster"]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == ""  # nothing compiled, nothing run
+        assert "deploy mode 'cluster' is not supported yet" in captured.err and "-e client" in captured.err
