@@ -1,20 +1,30 @@
 """Delta sink: write each input table to a Delta Lake table, exactly once per epoch.
 
-Target: ``path`` (a directory) or ``table`` (a catalog name), either may use the
-placeholders of :mod:`sinks._placeholders`, e.g. ``path = "/wh/${database_name}/${table_name}"``,
-so one sink can write a multi-table input; two tables must not share a target.
+Target: ``path`` (a directory, on any Hadoop file system) or ``table`` (a
+catalog name), either may use the placeholders of :mod:`sinks._placeholders`,
+e.g. ``path = "/wh/${database_name}/${table_name}"``, so one sink can write a
+multi-table input; two tables must not share a target.
 
 ``save_mode`` (alias ``write_mode``): ``append`` inserts the rows; ``upsert``
 merges them by key: UPDATE_AFTER/INSERT rows replace the row with the same key,
 DELETE rows remove it, UPDATE_BEFORE rows are ignored. The key is
 ``primary_key`` if set, else the table's own primary key; ``sequence_column``
-(upsert only) orders versions of a key so an older row never overwrites a newer
-one. Each micro-batch commits as one Delta transaction keyed by the query id and
-batch id (``commit_protocol = "delta-txn"``), so a replayed batch is skipped.
+(upsert only) orders versions of a key: within an epoch the newest wins, and
+across epochs a change applies only when it is newer than the row in the table.
+
+Each epoch commits one Delta transaction per table that records the sink's
+stable transaction id and the epoch (``commit_protocol = "delta-txn"``). When a
+query starts, :meth:`Delta.open` reads the epoch each table holds, so the
+runtime skips epochs already committed (a replay after a crash) and stops when
+the checkpoint is behind the tables. Appends are written by Delta's own writer
+(per-file statistics, constraints) and committed by the engine without a per
+epoch transaction lookup (``checkpoint.delta_log``); tables it does not commit
+itself go through Delta's DataFrameWriter.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any, ClassVar, Literal
 
@@ -26,6 +36,7 @@ from streaming_engine.plugins.base import Sink, SinkOptions, missing_column
 from streaming_engine.plugins.registry import register
 from streaming_engine.schema import Dataset, TableSchema, is_numeric
 
+log = logging.getLogger("streaming_engine.sinks.delta")
 _BAD_NAME_CHARS = re.compile(r"[ ,;{}()\n\t=]")
 _ORDERABLE = ("date", "timestamp", "timestamp_ntz", "string")
 
@@ -155,105 +166,87 @@ class Delta(Sink):
     def scans_input_once(self) -> bool:
         return self.options.save_mode != "upsert"  # MERGE scans its source more than once
 
-    def writes_batch_in_one_pass(self, ctx: Any, dataset: Dataset) -> bool:
-        """Appends whose every table takes the direct path read a multi-table
-        batch once (``delta_direct.write_split_files``)."""
-        return self.options.save_mode == "append" and all(self._direct_directory(ctx, t) is not None for t in dataset.tables)
+    def open(self, ctx: Any, dataset: Dataset) -> dict[str, int]:
+        """Per table, the epoch its target holds for this sink's txn id, read
+        once per query start; also decides once per table how appends write
+        it: ``delta_log.append`` (Delta's writer + one commit with the txn
+        action) where it may, else Delta's DataFrameWriter (the reason is logged)."""
+        from streaming_engine.checkpoint import delta_log, delta_txn
+        from streaming_engine.runtime import rows
+        from streaming_engine.runtime.parallel import map_concurrently
+
+        o = self.options
+
+        def inspect(t: TableSchema) -> tuple[int, str | None]:
+            target = self._target(t)
+            location = delta_txn.location(ctx.spark, target)
+            if location is None:  # a catalog table that does not exist yet: saveAsTable creates it
+                return -1, None
+            epoch = delta_log.committed_epoch(ctx.spark, location, ctx.txn_app_id(t.table_id))
+            if o.save_mode == "upsert":
+                return epoch, None
+            reason = delta_log.incompatibility(ctx.spark, location, rows.table_struct(t, meta=False), o.partition_by or ())
+            if reason is not None:
+                log.info("Delta table written by Delta's DataFrameWriter", extra={"target": target.name, "reason": reason})
+                return epoch, None
+            return epoch, location
+
+        found = map_concurrently(inspect, list(dataset.tables), ctx.commit_parallelism)
+        self._engine_writes = {t.table_id: loc for t, (_, loc) in zip(dataset.tables, found) if loc is not None}
+        return {t.table_id: epoch for t, (epoch, _) in zip(dataset.tables, found)}
 
     def write(self, ctx: Any, frames: dict[str, Any], dataset: Dataset) -> list[Any]:
-        """Commit the epoch per table. Appends to plain tables on a local file
-        system write all their files in one Spark job and commit each table
-        with its own Delta transaction (``checkpoint.delta_direct``); other
-        appends run concurrently through Delta's writer (different tables never
-        conflict); upserts run one by one, because MERGE takes its transaction
-        id from session settings."""
+        """Commit the epoch per table, each in its own Delta transaction.
+        Appends of different tables run concurrently (they never conflict);
+        upserts run one by one, because MERGE takes its transaction id from
+        session settings."""
         from streaming_engine.runtime.parallel import map_concurrently
 
         tables = [t for t in dataset.tables if t.table_id in frames]
-        if self.options.save_mode == "upsert":
-            return map_concurrently(lambda t: self._write_table(ctx, frames[t.table_id], t), tables, 1)
-        direct = [t for t in tables if self._direct_directory(ctx, t) is not None]
-        done = self._write_direct(ctx, frames, direct) if direct else {}
-        rest = [t for t in tables if t.table_id not in done]
-        for t, record in zip(rest, map_concurrently(lambda t: self._write_table(ctx, frames[t.table_id], t), rest, ctx.commit_parallelism)):
-            done[t.table_id] = record
-        return [done[t.table_id] for t in tables]
+        parallelism = 1 if self.options.save_mode == "upsert" else ctx.commit_parallelism
+        return map_concurrently(lambda t: self._write_table(ctx, frames[t.table_id], t), tables, parallelism)
 
-    def _direct_directory(self, ctx: Any, table: TableSchema) -> str | None:
-        """The local directory of a table the direct path may append to, else None."""
-        from streaming_engine.checkpoint import delta_direct
+    def _target(self, table: TableSchema) -> Any:
+        from streaming_engine.checkpoint import delta_txn
 
-        o = self.options
-        if o.path is None or o.partition_by:
-            return None
-        target = self.target_for(table)
-        key = (target, table.ddl())
-        if key not in _DIRECT:
-            ok = delta_direct.qualifies(ctx.spark, target)
-            _DIRECT[key] = delta_direct.local_directory(ctx.spark, target) if ok else None
-        return _DIRECT[key]
-
-    def _write_direct(self, ctx: Any, frames: dict[str, Any], tables: list[TableSchema]) -> dict[str, Any]:
-        from streaming_engine.checkpoint import delta_direct, delta_txn
-        from streaming_engine.runtime import rows
-        from streaming_engine.runtime.context import CommitRecord
-        from streaming_engine.runtime.parallel import map_concurrently
-
-        dirs = {t.table_id: self._direct_directory(ctx, t) for t in tables}
-        splits = {t.table_id: rows.split_of(frames[t.table_id]) for t in tables}
-        if all(sp is not None and sp.table == t for t, sp in zip(tables, splits.values())) and (
-            len({id(sp.envelope) for sp in splits.values()}) == 1  # type: ignore[union-attr]
-        ):
-            # unchanged splits of one multi-table batch: one pass over the batch
-            files = delta_direct.write_split_files(ctx.spark, {k: (dirs[k], sp) for k, sp in splits.items()}, ctx.batch_id)  # type: ignore[misc]
-            schemas = {t.table_id: rows.table_struct(t, meta=False) for t in tables}
-        else:
-            data = {t.table_id: frames[t.table_id].select(*[f"`{c}`" for c in t.names]) for t in tables}
-            files = delta_direct.write_files(ctx.spark, data, dirs, ctx.batch_id)
-            schemas = {k: df.schema for k, df in data.items()}
-
-        def commit(t: TableSchema) -> Any:
-            target = self.target_for(t)
-            try:
-                c = delta_txn.with_retries(
-                    f"append to {target}",
-                    lambda: delta_direct.commit_files(
-                        ctx.spark, target, schemas[t.table_id], files[t.table_id],
-                        ctx.txn_app_id(t.table_id), ctx.batch_id, check_txn=ctx.replay,
-                    ),
-                )
-            except delta_direct.NotPlain:
-                # the table changed (properties, schema): Delta's writer decides
-                _DIRECT.pop((target, t.ddl()), None)
-                delta_direct.remove(dirs[t.table_id], files[t.table_id])
-                return self._write_table(ctx, frames[t.table_id], t)
-            if c.version is None:
-                delta_direct.remove(dirs[t.table_id], files[t.table_id])
-            return CommitRecord(ctx.sink_uid, t.table_id, target, c.rows, c.version, c.version is None)
-
-        return dict(zip([t.table_id for t in tables], map_concurrently(commit, tables, ctx.commit_parallelism)))
+        return delta_txn.Target(self.target_for(table), is_path=self.options.path is not None)
 
     def _write_table(self, ctx: Any, df: Any, table: TableSchema) -> Any:
-        from streaming_engine.checkpoint import delta_txn
+        from streaming_engine.checkpoint import delta_log, delta_txn
+        from streaming_engine.runtime import faults
         from streaming_engine.runtime.context import CommitRecord
 
         o = self.options
-        target = delta_txn.Target(self.target_for(table), is_path=o.path is not None)
+        target = self._target(table)
         app_id = ctx.txn_app_id(table.table_id)
+        files_written = lambda: faults.maybe_crash("sink_files_written", ctx.batch_id, ctx.sink_uid)  # noqa: E731
         if o.save_mode == "upsert":
             commit = delta_txn.upsert(
                 ctx.spark, df, target, self.key_for(table), table.names, app_id, ctx.batch_id, o.sequence_column
             )
         else:
-            commit = delta_txn.append(
-                ctx.spark, df.select(*[f"`{c}`" for c in table.names]), target, app_id, ctx.batch_id,
-                partition_by=o.partition_by or (),
-            )
+            data = df.select(*[f"`{c.replace('`', '``')}`" for c in table.names])
+            location = getattr(self, "_engine_writes", {}).get(table.table_id)
+            commit = None
+            if location is not None:
+                try:
+                    done = delta_txn.with_retries(
+                        f"append to {target.name}",
+                        lambda: delta_log.append(
+                            ctx.spark, location, data, app_id, ctx.batch_id, o.partition_by or (), files_written
+                        ),
+                    )
+                    commit = delta_txn.DeltaCommit(done.version, False, done.rows)
+                except delta_log.Incompatible as e:  # the table changed during the run
+                    log.info("Delta table written by Delta's DataFrameWriter from now on",
+                             extra={"target": target.name, "reason": str(e)})
+                    self._engine_writes.pop(table.table_id, None)
+            if commit is None:
+                commit = delta_txn.append_with_writer(
+                    ctx.spark, data, target, app_id, ctx.batch_id, partition_by=o.partition_by or ()
+                )
+        faults.maybe_crash("sink_table_committed", ctx.batch_id, ctx.sink_uid)
         return CommitRecord(ctx.sink_uid, table.table_id, target.name, commit.rows, commit.version, commit.skipped)
-
-
-# (target, table DDL) -> local directory when the direct append path applies, else None
-_DIRECT: dict[tuple[str, str], str | None] = {}
 
 
 def _incompatible(table: TableSchema, detail: str) -> SchemaError:

@@ -9,10 +9,11 @@ Run time, per epoch and table (directory ``<path>``, epoch ``E``, and a short
 tag ``T`` of the sink's stable transaction id, so sinks of other jobs can share
 a directory):
 
-1. ``<path>/_published/T-E.json`` exists: the epoch is already published (a
-   replay after a crash): nothing is written; the record reports the rows of the
-   first commit with ``skipped = True``; leftover staging is removed.
-2. Otherwise Spark writes the epoch's rows to ``<path>/_staging/T-E/``. A
+1. When the query starts, :meth:`LocalFile.open` reports the newest epoch
+   with a marker ``<path>/_published/T-E.json`` per table; the runtime never
+   hands the sink an epoch at or below it (a replay after a crash is skipped;
+   a checkpoint behind the markers stops the run).
+2. Spark writes the epoch's rows to ``<path>/_staging/T-E/``. A
    staging directory without its ``_MANIFEST.json`` is a half-written one from
    a crash: it is deleted and written again. The manifest, written last and
    atomically, lists every staged file with its final name
@@ -20,8 +21,9 @@ a directory):
    ``.snappy.parquet``; Hive partition directories are kept).
 3. Publish: each staged file is renamed (atomically, on the same file system)
    to its final name; a file whose final name exists was moved by an earlier
-   attempt. Then the marker is written (atomically) and the staging directory
-   removed. A crash during step 3 is completed by the replay.
+   attempt. The files and their directories are fsynced, then the marker is
+   written (atomically, fsynced) and the staging directory removed. A crash
+   during step 3 is completed by the replay.
 
 Readers never see a partly written file; ``_staging`` and ``_published`` start
 with "_" so Spark (and the LocalFile source) ignore them. An epoch with no rows
@@ -139,6 +141,21 @@ class LocalFile(Sink):
     def scans_input_once(self) -> bool:
         return True  # one write with an observed row count per table
 
+    def open(self, ctx: Any, dataset: Dataset) -> dict[str, int]:
+        """Per table, the newest epoch published by this sink (its markers)."""
+        out = {}
+        for table in dataset.tables:
+            tag = _tag(ctx.txn_app_id(table.table_id))
+            published = os.path.join(_local_path(render(self.options.path, table)), "_published")
+            epochs = [-1]
+            if os.path.isdir(published):
+                for f in os.listdir(published):
+                    m = re.fullmatch(re.escape(tag) + r"-(\d{12})\.json", f)
+                    if m:
+                        epochs.append(int(m.group(1)))
+            out[table.table_id] = max(epochs)
+        return out
+
     def write(self, ctx: Any, frames: dict[str, Any], dataset: Dataset) -> list[Any]:
         out = []
         for table in dataset.tables:
@@ -158,11 +175,6 @@ class LocalFile(Sink):
         marker = os.path.join(root, "_published", f"{name}.json")
         staging = os.path.join(root, "_staging", name)
         manifest = os.path.join(staging, "_MANIFEST.json")
-        if os.path.exists(marker):
-            shutil.rmtree(staging, ignore_errors=True)
-            with open(marker, encoding="utf-8") as f:
-                rows = int(json.load(f)["rows"])
-            return CommitRecord(ctx.sink_uid, table.table_id, target, rows, skipped=True)
         if not os.path.exists(manifest):
             shutil.rmtree(staging, ignore_errors=True)  # none, or half-written by a crashed attempt
             rows = self._stage(df, table, staging)
@@ -170,6 +182,7 @@ class LocalFile(Sink):
             _write_json(manifest, {"epoch": ctx.batch_id, "rows": rows, "files": files})
         with open(manifest, encoding="utf-8") as f:
             staged = json.load(f)
+        directories = set()
         for src, dst in staged["files"]:
             src_path, dst_path = os.path.join(staging, src), os.path.join(root, dst)
             if os.path.exists(src_path):
@@ -180,6 +193,10 @@ class LocalFile(Sink):
                     "RUNTIME.FAILED",
                     {"detail": f"LocalFile: staged file {src_path} of epoch {ctx.batch_id} disappeared before it was published"},
                 )
+            _fsync(dst_path)
+            directories.add(os.path.dirname(dst_path))
+        for d in sorted(directories):
+            _fsync(d)  # the renames themselves: durable before the marker says "published"
         published = {"epoch": ctx.batch_id, "rows": staged["rows"], "files": [d for _, d in staged["files"]], "sink": ctx.sink_uid}
         _write_json(marker, published)
         shutil.rmtree(staging, ignore_errors=True)
@@ -250,6 +267,16 @@ def _write_json(path: str, data: dict[str, Any]) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+    _fsync(os.path.dirname(path))
+
+
+def _fsync(path: str) -> None:
+    """Flush a file, or a directory's entries (renames), to disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _local_path(location: str) -> str:

@@ -2,15 +2,18 @@
 
 Every write carries a transaction id that is stable across restarts
 (``txnAppId``, from job/pipeline/sink/table names) and the epoch as its
-``txnVersion``. Delta records the highest version per app id in the table's
-log and silently skips a write whose version is not higher, so an epoch
-replayed after a crash is applied at most once.
+version. The runtime reads each target's committed epoch once when a query
+starts (``delta_log.committed_epoch``) and never hands a sink an epoch at or below
+it, so no write path looks the id up per epoch for exactly-once; the ids are
+recorded so that the next start can read them.
 
-- Appends use the DataFrameWriter options ``txnAppId``/``txnVersion``.
-- MERGE honours only the session settings
+- Appends: ``delta_log.append`` (Delta's writer + one commit with the ``txn``
+  action) for path targets it may write; other tables go through
+  :func:`append_with_writer` (Delta's DataFrameWriter with
+  ``txnAppId``/``txnVersion``, which also skips a version it has seen).
+- MERGE (:func:`upsert`) honours only the session settings
   ``spark.databricks.delta.write.txnAppId``/``txnVersion``; they are set and
-  cleared around each MERGE, under a lock, on a session no concurrent write
-  shares (the sink group commits sequentially).
+  cleared around each MERGE under a lock (the settings are session-wide).
 
 Conflicts that are safe to retry (another writer appended, or changed
 metadata) are retried with backoff: the txn id makes a retry idempotent. Any
@@ -97,29 +100,29 @@ def last_commit(spark: "SparkSession", target: "Target | str") -> tuple[int | No
     newest commit's ``commitInfo``.
     """
     t = _target(target)
-    location = _location(spark, t)
-    if location is None:
+    where = location(spark, t)
+    if where is None:
         return None, {}
     jvm = spark._jvm  # type: ignore[attr-defined]
-    log_dir = jvm.org.apache.hadoop.fs.Path(location.rstrip("/") + "/_delta_log")
+    log_dir = jvm.org.apache.hadoop.fs.Path(where.rstrip("/") + "/_delta_log")
     fs = log_dir.getFileSystem(spark._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
     if not fs.exists(log_dir):
         return None, {}
-    version = _LAST_VERSION.get(location)
+    version = _LAST_VERSION.get(where)
     if version is None:
         version = _last_checkpoint_version(jvm, fs, log_dir)
     while fs.exists(jvm.org.apache.hadoop.fs.Path(log_dir, f"{version + 1:020d}.json")):
         version += 1
     if version < 0:
         return None, {}
-    _LAST_VERSION[location] = version
+    _LAST_VERSION[where] = version
     return version, _commit_metrics(jvm, fs, log_dir, version)
 
 
 _LAST_VERSION: dict[str, int] = {}
 
 
-def _location(spark: "SparkSession", t: "Target") -> str | None:
+def location(spark: "SparkSession", t: "Target") -> str | None:
     if t.is_path:
         return t.name
     if not spark.catalog.tableExists(t.name):
@@ -206,16 +209,19 @@ def _conflicting_operation(e: Exception) -> str:
     return f" (conflicting operation: {m.group(1).strip()})" if m else ""
 
 
-def append(
+def append_with_writer(
     spark: "SparkSession",
     df: "DataFrame",
     target: "Target | str",
     app_id: str,
     epoch: int,
     partition_by: Sequence[str] = (),
-    merge_schema: bool = False,
 ) -> DeltaCommit:
-    """Idempotently append ``df`` (data columns only) as epoch ``epoch`` of ``app_id``."""
+    """Append ``df`` (data columns only) as epoch ``epoch`` of ``app_id``
+    through Delta's DataFrameWriter with ``txnAppId``/``txnVersion``: for
+    tables ``delta_log.append`` does not write itself (catalog tables not
+    created yet, other schemas, features outside its allow-list). Delta looks
+    the app id up (a state rebuild) and skips an epoch it has."""
     target = _target(target)
     before, _ = last_commit(spark, target)
 
@@ -226,8 +232,6 @@ def append(
             .option("txnAppId", app_id)
             .option("txnVersion", str(epoch))
         )
-        if merge_schema:
-            w = w.option("mergeSchema", "true")
         if partition_by:
             w = w.partitionBy(*partition_by)
         target.save(w)
@@ -250,7 +254,12 @@ def upsert(
 
     Within the batch only the last change per key counts (by ``sequence_column``,
     else the source order ``__seq``); ``-U`` rows (update-before images) are
-    dropped; ``-D`` deletes; ``+I``/``+U`` insert or update.
+    dropped; ``-D`` deletes; ``+I``/``+U`` insert or update. With a
+    ``sequence_column``, a change also never overwrites or deletes a row of
+    the table that is newer: it applies only when its sequence is greater than
+    the row's (or the row has none), so an older change arriving in a later
+    epoch is ignored. Without one, the source's order is the epochs' order: a
+    later epoch's change is the newer one.
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -270,6 +279,11 @@ def upsert(
     before, _ = last_commit(spark, target)
     cond = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys)
     values = {f"`{c}`": f"s.`{c}`" for c in data_columns}
+    is_delete = f"s.{rows.KIND} = '{rows.DELETE}'"
+    newer = "true"
+    if sequence_column:
+        seq = "`" + sequence_column.replace("`", "``") + "`"
+        newer = f"(t.{seq} IS NULL OR s.{seq} > t.{seq})"
 
     def merge() -> None:
         with _SESSION_TXN_LOCK:
@@ -280,9 +294,9 @@ def upsert(
                     target.table(spark)
                     .alias("t")
                     .merge(latest.alias("s"), cond)
-                    .whenMatchedDelete(condition=f"s.{rows.KIND} = '{rows.DELETE}'")
-                    .whenMatchedUpdate(set=values)
-                    .whenNotMatchedInsert(condition=f"s.{rows.KIND} != '{rows.DELETE}'", values=values)
+                    .whenMatchedDelete(condition=f"{is_delete} AND {newer}")
+                    .whenMatchedUpdate(condition=f"NOT {is_delete} AND {newer}", set=values)
+                    .whenNotMatchedInsert(condition=f"NOT {is_delete}", values=values)
                     .execute()
                 )
             finally:

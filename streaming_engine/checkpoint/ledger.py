@@ -1,19 +1,16 @@
 """The commit ledger: a Delta table per job recording every committed epoch.
 
 One row per (pipeline, epoch, sink, table): the target, the Delta version the
-epoch created (null when a replay found it already committed) and the rows.
+epoch created (null when the table held the epoch already) and the rows.
 The ledger rows of an epoch are written in ONE Delta append after all sinks of
 the pipeline committed it, so "the epoch is in the ledger" means "every sink
 has it".
 
-Exactly once without Delta's ``txnAppId``: a Delta append that carries a txn
-id makes Delta reconstruct the table's whole state to look the id up (about a
-second per append here, growing with the log), and the ledger is appended every
-epoch. A pipeline is the only writer of its rows, and Spark re-runs an epoch
-only right after a restart (the one batch in its offset log without a commit
-entry: ``replayed_epoch``). So a plain append is exact for every other epoch,
-and for that one epoch :func:`record` first looks whether its rows are there
-(written before the crash, Spark's commit log not yet).
+The append carries no transaction id (``delta_log.append`` with none): a
+pipeline is the only writer of its rows, and Spark re-runs an epoch only right
+after a restart (``resume.Progress.replay``). So a plain append is exact for
+every other epoch, and for that one epoch :func:`record` first looks whether
+its rows are there (written before the crash, Spark's commit log not yet).
 """
 
 from __future__ import annotations
@@ -21,7 +18,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from streaming_engine.checkpoint import delta_direct, delta_txn
+from streaming_engine.checkpoint import delta_log, delta_txn
 from streaming_engine.redact import redact_text
 from streaming_engine.runtime.context import CommitRecord
 
@@ -39,20 +36,11 @@ def ledger_path(checkpoint_root: str, job: str) -> str:
 
 
 def ensure(spark: "SparkSession", path: str) -> None:
-    """Create the (empty) ledger before any pipeline starts: pipelines of one
+    """Create the (empty) ledger before any pipeline appends: pipelines of one
     job append to it concurrently, and two first writes racing to create a
-    Delta table conflict (ProtocolChangedException)."""
-    import os
-
-    from delta.tables import DeltaTable
-
-    directory = delta_direct.local_directory(spark, path) if delta_direct.qualifies(spark, path) else None
-    if directory is not None:
-        if not os.path.isdir(os.path.join(directory, "_delta_log")):
-            delta_direct.create_table(spark, path, _ledger_struct())
-        return
-    if not DeltaTable.isDeltaTable(spark, path):
-        spark.createDataFrame([], LEDGER_DDL).write.format("delta").mode("append").save(path)
+    Delta table conflict (ProtocolChangedException). A metadata-only commit,
+    no Spark job."""
+    delta_log.create_table(spark, path, _ledger_struct())
 
 
 def record(
@@ -64,43 +52,24 @@ def record(
     commits: Sequence[CommitRecord],
     replay: bool = False,
 ) -> bool:
-    """Append the epoch's rows; False when ``replay`` and they are there already."""
-    from delta.tables import DeltaTable
+    """Append the epoch's rows in ONE commit; False when ``replay`` and they are
+    there already. ``committed_at`` is the commit's instant (UTC)."""
+    from streaming_engine.runtime import faults
 
-    if replay and DeltaTable.isDeltaTable(spark, path) and _has_epoch(spark, path, pipeline, epoch):
+    if replay and _has_epoch(spark, path, pipeline, epoch):
         return False
     now = datetime.now(timezone.utc)
     data = [
-        (job, pipeline, epoch, c.sink, c.table, redact_text(c.target), c.version, c.rows, c.skipped, now) for c in commits
+        (job, pipeline, epoch, c.sink, c.table, redact_text(c.target), c.version, c.rows, c.skipped, now)
+        for c in commits
     ]
-    if delta_direct.qualifies(spark, path) and _append_direct(spark, path, epoch, data):
-        return True
-    df = spark.createDataFrame([(*row[:-1], now.replace(tzinfo=None)) for row in data], LEDGER_DDL)
-    delta_txn.with_retries(f"append to the ledger {path}", lambda: df.write.format("delta").mode("append").save(path))
-    return True
-
-
-def _append_direct(spark: "SparkSession", path: str, epoch: int, data: list[tuple]) -> bool:
-    """The epoch's rows as one Parquet file written here and one Delta commit
-    (no Spark job: a Spark append of a few rows costs about half a second).
-    False when the ledger table is not plain (the caller appends through Spark)."""
-    import pyarrow as pa
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    schema = _ledger_struct()
-    arrow = to_arrow_schema(schema, timezone="UTC")
-    table = pa.Table.from_pylist([dict(zip(arrow.names, row)) for row in data], schema=arrow)
-    directory = delta_direct.local_directory(spark, path)
-    assert directory is not None
-    file = delta_direct.write_local_file(directory, table, epoch)
-    try:
-        delta_txn.with_retries(
-            f"append to the ledger {path}",
-            lambda: delta_direct.commit_files(spark, path, schema, [file], None, epoch, check_txn=False),
-        )
-    except delta_direct.NotPlain:
-        delta_direct.remove(directory, [file])
-        return False
+    df = spark.createDataFrame(data, _ledger_struct())
+    delta_txn.with_retries(
+        f"append to the ledger {path}",
+        lambda: delta_log.append(
+            spark, path, df, None, epoch, before_commit=lambda: faults.maybe_crash("ledger_files_written", epoch)
+        ),
+    )
     return True
 
 
@@ -126,24 +95,6 @@ def _has_epoch(spark: "SparkSession", path: str, pipeline: str, epoch: int) -> b
         .collect()
     )
     return bool(found)
-
-
-def replayed_epoch(spark: "SparkSession", checkpoint: str) -> int | None:
-    """The batch a (re)started query will run again first: the newest batch in
-    the checkpoint's offset log that has no commit-log entry (None: none)."""
-    jvm = spark._jvm  # type: ignore[attr-defined]
-    root = jvm.org.apache.hadoop.fs.Path(checkpoint)
-    fs = root.getFileSystem(spark._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
-
-    def newest(name: str) -> int:
-        d = jvm.org.apache.hadoop.fs.Path(root, name)
-        if not fs.exists(d):
-            return -1
-        ids = [int(st.getPath().getName()) for st in fs.listStatus(d) if st.getPath().getName().isdigit()]
-        return max(ids, default=-1)
-
-    offsets = newest("offsets")
-    return offsets if offsets > newest("commits") else None
 
 
 def summarize(epochs: Iterable[tuple[str, int, Sequence[CommitRecord]]]) -> list[dict[str, Any]]:

@@ -50,6 +50,11 @@ class EnvConfig(BaseModel):
         4, ge=1, le=64, alias="commit.parallelism",
         description="Tables of one sink committed concurrently per epoch (Delta appends).",
     )
+    checkpoint_behind_targets: Literal["fail", "skip"] = Field(
+        "fail", alias="checkpoint.behind_targets",
+        description="A target holds epochs the checkpoint never started (checkpoint lost, reset or moved): "
+        "fail (default), or skip the epochs each table holds.",
+    )
     metrics_enabled: bool = Field(
         False, alias="metrics.enabled", description="Serve Prometheus metrics while the job runs."
     )

@@ -112,21 +112,6 @@ def persisted(dag: LogicalDag, p: Pipeline) -> frozenset[str]:
     return frozenset(out)
 
 
-def one_pass_sink(p: Pipeline) -> ExecutionVertex | None:
-    """The sink that may write the whole multi-table batch in one pass: the
-    pipeline's only source feeds exactly this sink, nothing else. When that
-    sink says so for an epoch (``Sink.writes_batch_in_one_pass``), the runtime
-    neither shuffles nor persists the batch: the sink's one read is the only one."""
-    sources = [v for v in p.vertices if v.kind == "source"]
-    if len(sources) != 1:
-        return None
-    readers = [e.dst for e in p.edges if e.src == sources[0].id]
-    if len(readers) != 1:
-        return None
-    reader = next(v for v in p.vertices if v.id == readers[0])
-    return reader if reader.kind == "sink" else None
-
-
 def build(dag: LogicalDag, plan: ExecutionPlan) -> PhysicalPlan:
     lv = {v.id: v for v in dag.vertices}
     mode = dag.env.job_mode
@@ -139,11 +124,7 @@ def build(dag: LogicalDag, plan: ExecutionPlan) -> PhysicalPlan:
         cached = persisted(dag, p)
         for v in p.vertices:
             if v.kind == "source":
-                stage = _read_stage(v, lv[v.members[0]], dag, v.id in cached)
-                sink = one_pass_sink(p)
-                if v.id in cached and sink is not None:
-                    stage.detail["unless_one_pass"] = sink.id
-                stages.append(stage)
+                stages.append(_read_stage(v, lv[v.members[0]], dag, v.id in cached))
             elif v.kind == "transform_chain":
                 stages.append(_chain_stage(v, lv, v.id in cached))
             elif v.kind == "shuffle":

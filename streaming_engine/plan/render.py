@@ -30,7 +30,6 @@ def to_dict(job: "CompiledJob") -> dict[str, Any]:
     })
 
 
-
 def to_json(job: "CompiledJob") -> str:
     return json.dumps(to_dict(job), indent=2, sort_keys=True, default=str)
 
@@ -77,11 +76,6 @@ def to_text(job: "CompiledJob") -> str:
         lines.append(f"    checkpoint: {pp.checkpoint_location}")
         for i, s in enumerate(pp.stages, start=1):
             cache = "  (output persisted per epoch: read more than once)" if s.detail.get("persist") else ""
-            if s.detail.get("unless_one_pass"):
-                cache = (
-                    f"  (output persisted per epoch, read once per table; not in an epoch where "
-                    f"{s.detail['unless_one_pass']} writes every table in one pass)"
-                )
             lines.append(f"    {i}. [{s.kind}] {s.vertex}: {s.operator}{cache}")
             for seg in s.detail.get("segments", ()):
                 lines.append(f"       - {seg['operator']}: {seg['describe']}")

@@ -61,7 +61,6 @@ class PluginOptions(BaseModel):
         return redact_options(out)
 
 
-
 def option_keys(model: type[BaseModel]) -> set[str]:
     """Every key a user may write for ``model``: field names, aliases and alias choices."""
     keys: set[str] = set()
@@ -162,7 +161,6 @@ class Plugin:
         :mod:`streaming_engine.security`) -> why, naming the option. Restricted
         mode refuses the first two. Default: nothing."""
         return {}
-
 
 
 class Source(Plugin):
@@ -289,15 +287,15 @@ class Sink(Plugin):
         """
         return False
 
-    def writes_batch_in_one_pass(self, ctx: Any, dataset: Dataset) -> bool:
-        """True when :meth:`write`, given the unchanged per-table splits of a
-        multi-table batch (``runtime.rows.split_of``), will read the batch in
-        ONE pass this epoch rather than once per table. Asked every epoch when
-        the sink is its source's only reader (``plan.physical.one_pass_sink``):
-        the runtime then neither shuffles nor persists the batch. Should a
-        table still need its own read (its target changed during the epoch),
-        that read recomputes the batch."""
-        return False
+    def open(self, ctx: "EpochContext", dataset: Dataset) -> dict[str, int]:
+        """Called when the pipeline's query starts (and restarts), before any
+        epoch: per table id, the newest epoch the sink's target already holds
+        for this sink (-1: none). The runtime never writes a table an epoch at
+        or below its mark, and stops when a mark is ahead of the checkpoint
+        (``checkpoint.resume``). Sinks that commit exactly once must answer
+        from the target itself (Delta: the txn id's version; files: published
+        markers); side-effect sinks answer nothing (the default)."""
+        return {}
 
     def check_input(self, dataset: Dataset) -> None:
         """Raise SchemaError when the sink cannot accept ``dataset``."""

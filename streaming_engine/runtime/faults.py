@@ -2,9 +2,13 @@
 
 ``STREAMING_ENGINE_FAULT=<point>@<epoch>[:<sink uid>]`` kills the process the
 first time the pipeline reaches that point in that epoch. Points:
-``epoch_start``, ``before_sink``, ``after_sink`` (between two sinks' commits
-of one epoch), ``before_ledger``, ``after_ledger`` (after every Delta commit,
-before Spark's commit log). Unset in production: then this is a no-op.
+``epoch_start``; ``before_sink`` and ``after_sink`` (around one sink's whole
+commit: between two sinks' commits of one epoch); inside a Delta sink
+``sink_files_written`` (a table's data files are written, its commit not
+made) and ``sink_table_committed`` (one table committed, the sink's other
+tables maybe not); ``before_ledger``, ``ledger_files_written`` (the ledger's
+file written, not committed), ``after_ledger`` (after every commit, before
+Spark's commit log). Unset in production: then this is a no-op.
 """
 
 from __future__ import annotations

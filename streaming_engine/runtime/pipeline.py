@@ -16,14 +16,14 @@ from __future__ import annotations
 import logging
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from streaming_engine.checkpoint import ledger
+from streaming_engine.checkpoint import ledger, resume
 from streaming_engine.dag.logical import LogicalDag
 from streaming_engine.errors import EngineError, RuntimeFailure
 from streaming_engine.plan.execution import ExecutionVertex, Pipeline
-from streaming_engine.plan.physical import checkpoint_location, one_pass_sink, persisted, slug, txn_app_id
+from streaming_engine.plan.physical import checkpoint_location, persisted, slug, txn_app_id
 from streaming_engine.runtime import faults, rows
 from streaming_engine.runtime.chain import run_chain
 from streaming_engine.runtime.context import CommitRecord, EpochContext, SourceContext
@@ -48,6 +48,9 @@ class PipelineRunner:
     ledger_path: str
     last_epoch: int = -1
     replay_epoch: int | None = None  # the batch this query run re-runs first, if any
+    # (sink uid, table id) -> the newest epoch the target held when the query started
+    marks: dict[tuple[str, str], int] = field(default_factory=dict)
+    targets: dict[tuple[str, str], str] = field(default_factory=dict)
     _ledger_ready: "Future[None] | None" = None
 
     @property
@@ -65,7 +68,9 @@ class PipelineRunner:
     # -- the query -----------------------------------------------------------
     def start(self) -> "StreamingQuery":
         env = self.dag.env
-        self.replay_epoch = ledger.replayed_epoch(self.spark, self.checkpoint)
+        where = resume.progress(self.spark, self.checkpoint)
+        self.replay_epoch = where.replay
+        self._open_sinks(where)
         df = self._source_frame()
         writer = (
             df.writeStream.foreachBatch(self._commit_epoch)
@@ -77,6 +82,27 @@ class PipelineRunner:
         else:
             writer = writer.trigger(availableNow=True)
         return writer.start()
+
+    def _open_sinks(self, where: resume.Progress) -> None:
+        """Read, once per query start, the epoch every sink's target holds per
+        table; stop when the checkpoint is behind them (``checkpoint.resume``)."""
+        self.marks, self.targets = {}, {}
+        for v in self.pipeline.vertices:
+            if v.kind != "sink":
+                continue
+            lv = self.dag.vertex(v.members[0])
+            held = lv.plugin.open(self._epoch_context(lv, where.newest), lv.schema)  # type: ignore[attr-defined]
+            described = lv.plugin.targets(lv.schema)  # type: ignore[attr-defined]
+            for i, table in enumerate(lv.schema.table_ids):
+                self.targets[(lv.uid, table)] = described[i].split(" -> ", 1)[-1] if i < len(described) else table
+                if table in held:
+                    self.marks[(lv.uid, table)] = held[table]
+        ahead = resume.check(where, self.checkpoint, self.marks, self.targets, self.dag.env.checkpoint_behind_targets)
+        if ahead:
+            log.warning(
+                "checkpoint behind its targets: skipping the epochs they hold (checkpoint.behind_targets = skip)",
+                extra={"pipeline": self.pipeline.key, "checkpoint_epoch": where.newest, "targets": "; ".join(ahead)},
+            )
 
     def _sources(self) -> list[ExecutionVertex]:
         return [v for v in self.pipeline.vertices if v.kind == "source"]
@@ -117,9 +143,7 @@ class PipelineRunner:
             # a new ledger is created while the first epoch writes (off its critical path)
             self._ledger_ready = _BACKGROUND.submit(ledger.ensure, self.spark, self.ledger_path)
         try:
-            if any(v.kind == "source" and v.id in self._persisted for v in self.pipeline.vertices) and not (
-                self._written_in_one_pass(batch_id)
-            ):
+            if any(v.kind == "source" and v.id in self._persisted for v in self.pipeline.vertices):
                 dataset = self.combined_dataset()
                 if dataset.is_multi_table:
                     # shuffle by table: each table's rows in ONE of a few cached
@@ -164,14 +188,6 @@ class PipelineRunner:
         self.bus.publish(
             EpochCommitted(self.dag.job_name, self.pipeline.key, batch_id, tuple(commits), time.monotonic() - started)
         )
-
-    def _written_in_one_pass(self, batch_id: int) -> bool:
-        """Does the source's only reader, a sink, write the whole batch in one pass this epoch?"""
-        sink = one_pass_sink(self.pipeline)
-        if sink is None:
-            return False
-        lv = self.dag.vertex(sink.members[0])
-        return bool(lv.plugin.writes_batch_in_one_pass(self._epoch_context(lv, batch_id), lv.schema))  # type: ignore[attr-defined]
 
     def _run_vertices(self, base: "DataFrame", batch_id: int, cached: list["DataFrame"]) -> dict[str, Frames]:
         """Frames produced by every non-sink vertex, in topological order."""
@@ -221,9 +237,14 @@ class PipelineRunner:
                 continue
             lv = self.dag.vertex(v.members[0])
             frames = self._inputs(v, outputs)
-            ctx = self._epoch_context(lv, batch_id)
+            # tables whose target holds this epoch already (a replay after a
+            # crash, or checkpoint.behind_targets = skip): not written again
+            held = [t for t in frames if batch_id <= self.marks.get((lv.uid, t), -1)]
+            commits.extend(CommitRecord(lv.uid, t, self.targets.get((lv.uid, t), t), 0, None, True) for t in held)
+            todo = {t: df for t, df in frames.items() if t not in held}
             faults.maybe_crash("before_sink", batch_id, lv.uid)
-            commits.extend(lv.plugin.write(ctx, frames, lv.schema))  # type: ignore[attr-defined]
+            if todo:
+                commits.extend(lv.plugin.write(self._epoch_context(lv, batch_id), todo, lv.schema))  # type: ignore[attr-defined]
             faults.maybe_crash("after_sink", batch_id, lv.uid)
         return commits
 

@@ -19,7 +19,6 @@ tables) through Arrow, the shuffle and the cache), and types never clash.
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence, TypeVar
 
@@ -122,22 +121,8 @@ def envelope_struct(dataset: Dataset) -> "StructType":
     return StructType(fields)
 
 
-@dataclass(frozen=True)
-class Split:
-    """Where a per-table frame of :func:`split_tables` comes from: rows
-    ``envelope[TABLE] == table.table_id``, the table's columns in ``slots``."""
-
-    envelope: "DataFrame"
-    table: TableSchema
-    slots: tuple[str, ...]
-
-
 def split_tables(df: "DataFrame", dataset: Dataset) -> dict[str, "DataFrame"]:
-    """One flat DataFrame (metadata + table columns) per table of a source batch.
-
-    For a multi-table batch each frame remembers its :class:`Split`
-    (:func:`split_of`), so a sink may read all tables from the batch in one
-    pass instead of one filter per table."""
+    """One flat DataFrame (metadata + table columns) per table of a source batch."""
     from pyspark.sql import functions as F
 
     if not dataset.is_multi_table:
@@ -153,7 +138,6 @@ def split_tables(df: "DataFrame", dataset: Dataset) -> dict[str, "DataFrame"]:
             frame = df.where(F.col(TABLE) == t.table_id).select(
                 *META, *[F.col(slot).alias(c) for slot, c in zip(slots[t.table_id], t.names)]
             )
-        _SPLITS[frame] = Split(df, t, slots[t.table_id])
         out[t.table_id] = frame
     return out
 
@@ -180,12 +164,6 @@ def _split_in_jvm(df: "DataFrame", dataset: Dataset, slots: dict[str, tuple[str,
 ENVELOPE_CLASS = "io.streamingengine.spark.Envelope"
 
 
-def split_of(frame: "DataFrame") -> Split | None:
-    """The :class:`Split` ``frame`` is, unchanged, or None (any other frame)."""
-    return _SPLITS.get(frame)
-
-
-_SPLITS: "weakref.WeakKeyDictionary[DataFrame, Split]" = weakref.WeakKeyDictionary()
 
 
 def column(name: str) -> "Column":

@@ -196,15 +196,6 @@ def test_outputs_read_more_than_once_are_persisted_once():
     # a multi-table batch is split per table: the source batch is persisted
     job = compile_ok(MULTI + "sink { TestSink { single_pass = true } }")
     assert _persisted(job) == {"TestSource#1": True}
-    # ... unless its only reader, a sink, writes the whole batch in one pass in an epoch (asked at run time)
-    from streaming_engine.plan.render import render
-
-    [read] = [s for s in job.physical.pipelines[0].stages if s.kind == "read"]
-    assert read.detail["unless_one_pass"] == "TestSink#2"
-    assert "not in an epoch where TestSink#2 writes every table in one pass" in render(job, "text")
-    # a transform between them reads it once per table: no such exception
-    job = compile_ok(MULTI + "transform { TestMap { } }\nsink { TestSink { single_pass = true } }")
-    assert "unless_one_pass" not in [s for s in job.physical.pipelines[0].stages if s.kind == "read"][0].detail
     # two readers of one chain: the chain output is computed once
     job = compile_ok(SINGLE + "transform { TestMap { plugin_output = m } }\n"
                      + "sink { TestSink { plugin_input = m, single_pass = true } TestSink { plugin_input = m, single_pass = true } }")

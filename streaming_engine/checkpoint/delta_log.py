@@ -1,0 +1,228 @@
+"""Delta's transaction log through Delta's own JVM API: the one way the engine
+appends to a Delta table, on every file system and every Spark master.
+
+:func:`append` is what Delta's DataFrameWriter does, minus one lookup:
+
+1. ``OptimisticTransaction.writeFiles``: Delta's writer. The executors write
+   the Parquet files under their final names in the table directory (no
+   staging, no rename), with the per-file statistics of the first
+   ``delta.dataSkippingNumIndexedCols`` columns, the table's CHECK constraints
+   and NOT NULL invariants enforced, and the Spark session's Parquet settings.
+   Uncommitted files (a crash before step 2) are ordinary files no commit
+   names: readers never see them and ``VACUUM`` removes them.
+2. ONE ``commit`` of the ``add`` actions plus a ``txn`` action (``appId`` = the
+   sink's stable transaction id, ``version`` = the epoch), as the operation
+   ``WRITE (Append)`` with its ``operationMetrics``: exactly what the
+   DataFrameWriter's ``txnAppId``/``txnVersion`` options record.
+
+The DataFrameWriter with those options first looks the app id up, which makes
+Delta rebuild the table's state (about 2 s per epoch here, growing with the
+log). :func:`append` does not: the runtime reads each target's committed epoch
+ONCE when a query starts (:func:`committed_epoch`) and never writes an epoch at
+or below it (``runtime/pipeline.py``).
+
+A table the engine appends to itself is new, or :func:`compatible`: the data's
+schema, and only writer features in :data:`ALLOWED_FEATURES`, whose rules
+``writeFiles`` and ``commit`` enforce. Anything else (another schema,
+generated, identity or default columns, column mapping, row tracking, features
+added to Delta later) is written by Delta's DataFrameWriter
+(``delta_txn.append_with_writer``), which knows them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
+
+from streaming_engine.runtime.session import jvm_class, jvm_constant
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+# Writer features whose rules Delta's writeFiles + commit enforce for a plain
+# append of the table's own columns (an allow-list: a feature Delta adds later
+# is not in it, so such tables go through Delta's DataFrameWriter).
+ALLOWED_FEATURES = frozenset({
+    "appendOnly", "invariants", "checkConstraints", "changeDataFeed", "deletionVectors", "timestampNtz",
+    "v2Checkpoint", "vacuumProtocolCheck", "domainMetadata", "inCommitTimestamp",
+})
+# What the legacy writer versions (no feature list) imply.
+_LEGACY_FEATURES = {
+    1: set(), 2: {"appendOnly", "invariants"}, 3: {"appendOnly", "invariants", "checkConstraints"},
+    4: {"appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns"},
+}
+
+
+@dataclass(frozen=True)
+class Appended:
+    version: int
+    rows: int
+
+
+class Incompatible(Exception):
+    """The table is not one :func:`append` may write (the reason is the message)."""
+
+
+def committed_epoch(spark: "SparkSession", location: str, app_id: str) -> int:
+    """The newest epoch ``app_id`` has committed to the table (-1: none, or no table).
+
+    One snapshot per call (answered from the log's checksum file when it
+    carries the table's transactions, else by rebuilding the state): call it
+    when a query starts, not per epoch.
+    """
+    snapshot = _delta_log(spark, location).update(False, _none(spark), _none(spark))
+    if snapshot.version() < 0:
+        return -1
+    found = snapshot.transactions().get(app_id)
+    return int(found.get()) if found.isDefined() else -1
+
+
+def incompatibility(spark: "SparkSession", location: str, schema: "StructType", partition_by: Sequence[str]) -> str | None:
+    """Why :func:`append` must not write this table (None: it may)."""
+    snapshot = _delta_log(spark, location).update(False, _none(spark), _none(spark))
+    if snapshot.version() < 0:
+        return None
+    return _incompatibility(snapshot, schema, partition_by)
+
+
+def _incompatibility(snapshot_or_txn: Any, schema: "StructType", partition_by: Sequence[str]) -> str | None:
+    md = json.loads(snapshot_or_txn.metadata().json())["metaData"]
+    proto = json.loads(snapshot_or_txn.protocol().json())["protocol"]
+    features = proto.get("writerFeatures")
+    if features is None:
+        version = int(proto.get("minWriterVersion", 2))
+        if version not in _LEGACY_FEATURES:
+            return f"writer version {version} (column mapping or identity columns)"
+        features = set(_LEGACY_FEATURES[version])
+        if "delta.generationExpression" not in md["schemaString"]:
+            features.discard("generatedColumns")
+    extra = sorted(set(features) - ALLOWED_FEATURES)
+    if extra:
+        return f"table features {', '.join(extra)}"
+    if json.loads(md["schemaString"]) != json.loads(nullable(schema).json()):
+        return "its schema differs from the data's"
+    if partition_by and list(md.get("partitionColumns") or []) != list(partition_by):
+        return f"it is partitioned by {md.get('partitionColumns') or 'nothing'}, not {list(partition_by)}"
+    return None
+
+
+def append(
+    spark: "SparkSession",
+    location: str,
+    df: "DataFrame",
+    app_id: str | None,
+    epoch: int,
+    partition_by: Sequence[str] = (),
+    before_commit: Any = None,
+) -> Appended:
+    """Write ``df`` (the table's columns) with Delta's writer and commit it as
+    epoch ``epoch`` of ``app_id`` in one transaction; a new table is created
+    by the same commit. Raises :class:`Incompatible` (nothing written) when
+    the table is not one this function may write. ``before_commit`` (a
+    callable) runs between the write and the commit (fault injection)."""
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    none = _none(spark)
+    txn = _delta_log(spark, location).startTransaction(none, none)
+    if txn.readVersion() < 0:
+        txn.updateMetadataForNewTable(_action(jvm, {"metaData": _new_metadata(df.schema, partition_by)}))
+    else:
+        reason = _incompatibility(txn, df.schema, partition_by)
+        if reason is not None:
+            raise Incompatible(reason)
+    files = txn.writeFiles(df._jdf)
+    rows = 0
+    it = files.iterator()
+    while it.hasNext():
+        stats = it.next().stats()
+        rows += int(json.loads(stats)["numRecords"]) if stats else 0
+    if before_commit is not None:
+        before_commit()
+    actions = files
+    if app_id is not None:
+        txn_action = _action(jvm, {"txn": {"appId": app_id, "version": epoch, "lastUpdated": int(time.time() * 1000)}})
+        actions = files.toList().appended(txn_action)
+    version = txn.commit(actions.toSeq(), _write_operation(jvm))
+    return Appended(int(version), rows)
+
+
+def create_table(spark: "SparkSession", location: str, schema: "StructType") -> bool:
+    """Create an empty table (metadata only, version 0; no Spark job); False
+    when a table is there already (or another writer created it meanwhile)."""
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    none = _none(spark)
+    log = _delta_log(spark, location)
+    txn = log.startTransaction(none, none)
+    if txn.readVersion() >= 0:
+        return False
+    txn.updateMetadataForNewTable(_action(jvm, {"metaData": _new_metadata(schema, ())}))
+    try:
+        txn.commit(_seq(jvm, []), _write_operation(jvm))
+    except Exception:
+        if log.update(False, none, none).version() >= 0:
+            return False  # a concurrent create won
+        raise
+    return True
+
+
+def nullable(schema: "StructType") -> "StructType":
+    """Delta's schema for a new table: every field nullable, at every depth."""
+    from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
+
+    def conv(t: DataType) -> DataType:
+        if isinstance(t, StructType):
+            return StructType([StructField(f.name, conv(f.dataType), True) for f in t.fields])
+        if isinstance(t, ArrayType):
+            return ArrayType(conv(t.elementType), True)
+        if isinstance(t, MapType):
+            return MapType(conv(t.keyType), conv(t.valueType), True)
+        return t
+
+    out = conv(schema)
+    assert isinstance(out, StructType)
+    return out
+
+
+def _new_metadata(schema: "StructType", partition_by: Sequence[str]) -> dict:
+    return {
+        "id": str(uuid.uuid4()),
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": nullable(schema).json(),
+        "partitionColumns": list(partition_by),
+        "configuration": {},
+        "createdTime": int(time.time() * 1000),
+    }
+
+
+def _delta_log(spark: "SparkSession", location: str) -> Any:
+    delta_log = jvm_class(spark._jvm, "org.apache.spark.sql.delta.DeltaLog")  # type: ignore[attr-defined]
+    return delta_log.forTable(spark._jsparkSession, location)  # type: ignore[attr-defined]
+
+
+def _none(spark: "SparkSession") -> Any:
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    return jvm_constant(jvm, "none", lambda: getattr(getattr(jvm.scala, "None$"), "MODULE$"))
+
+
+def _action(jvm: Any, action: dict) -> Any:
+    return jvm_class(jvm, "org.apache.spark.sql.delta.actions.Action").fromJson(json.dumps(action))
+
+
+def _seq(jvm: Any, items: list) -> Any:
+    java = jvm_class(jvm, "java.util.ArrayList")()
+    for x in items:
+        java.add(x)
+    return jvm_class(jvm, "scala.jdk.javaapi.CollectionConverters").asScala(java).toList()
+
+
+def _write_operation(jvm: Any) -> Any:
+    """``DeltaOperations.Write(SaveMode.Append)``: the history shows WRITE, mode Append."""
+    def make() -> Any:
+        write = getattr(getattr(jvm.org.apache.spark.sql.delta.DeltaOperations, "Write$"), "MODULE$")
+        defaults = [getattr(write, f"apply$default${i}")() for i in range(2, 10)]
+        return write.apply(jvm.org.apache.spark.sql.SaveMode.Append, *defaults)
+
+    return jvm_constant(jvm, "write-append", make)
