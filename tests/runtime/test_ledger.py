@@ -23,7 +23,16 @@ def test_ensure_creates_the_empty_ledger_once_and_record_appends(spark, tmp_path
     assert spark.read.format("delta").load(str(path)).count() == 0
     ledger.ensure(spark, str(path))  # there already: no new version
     assert _versions(path) == [0]
-    ledger.record(spark, str(path), "job", "p", 0, [CommitRecord("sink", "db.t", "/x", 5, 3, False)])
+    # committed_at is the commit's instant whatever the session's (or host's) time zone
+    import time
+
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "Pacific/Kiritimati")  # UTC+14
+    try:
+        ledger.record(spark, str(path), "job", "p", 0, [CommitRecord("sink", "db.t", "/x", 5, 3, False)])
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
     assert _versions(path) == [0, 1]
-    rows = spark.read.format("delta").load(str(path)).collect()
+    rows = spark.read.format("delta").load(str(path)).selectExpr("*", "unix_timestamp(committed_at) AS at").collect()
     assert [(r.epoch, r.table, r.delta_version, r.rows) for r in rows] == [(0, "db.t", 3, 5)]
+    assert abs(rows[0].at - time.time()) < 120

@@ -42,9 +42,3 @@ def test_jvm_and_python_splits_agree_and_are_tagged(spark, monkeypatch):
     assert got == _collect(py_frames)
     assert got["db.a"] == (["__table", "__kind", "__seq", "id", "odd name.x`y"], [("db.a", "+I", 0, 1, "x"), ("db.a", "+U", 2, 2, "z")])
     assert got["db.b"][1] == [("db.b", "-D", 1, 7, 8, None)]
-    for frames in (jvm_frames, py_frames):
-        for t in ds.tables:
-            sp = rows.split_of(frames[t.table_id])
-            assert sp is not None and sp.envelope is df and sp.table == t
-    # a frame derived from a split is not a split
-    assert rows.split_of(jvm_frames["db.a"].select("id")) is None
