@@ -54,22 +54,6 @@ MESSAGES: dict[str, str] = {
     "CLI.UNSUPPORTED_DEPLOY_MODE": "deploy mode {mode!r} is not supported yet (cluster submission is planned); "
     "use -e client (the default): the driver runs where you start the job",
     "ASSERT.FAILED": "Assert rule failed: {detail}",
-    # limits on hostile or accidental input (config/loader.py)
-    "CONFIG.TOO_LARGE": "the config is {size} bytes; the limit is {limit} bytes: split the job into several files",
-    "CONFIG.NOT_UTF8": "{path} is not UTF-8: invalid byte at offset {offset} (line {line}); save the file as UTF-8",
-    "CONFIG.TOO_DEEP": "{what} nested more than {limit} levels deep; flatten the structure",
-    "CONFIG.TOO_MANY_ITEMS": "the config has more than {limit} keys and list items; split the job into several files",
-    "CONFIG.TOO_MANY_PLUGINS": "the job has {count} plugin blocks; the limit is {limit}: split it into several jobs",
-    "CONFIG.STRING_TOO_LONG": "a string or key of {length} characters exceeds the limit of {limit}; "
-    "shorten it or move the content into a file the plugin reads",
-    "CONFIG.YAML_ALIAS": "YAML {what} are not supported in job files; write the value out in full",
-    "CONFIG.YAML_TAG": "YAML tag {tag} is not supported in job files; remove it (plain strings, numbers, "
-    "booleans, lists and mappings only)",
-    "CONFIG.BAD_VARIABLE_VALUE": "the value of variable ${{{name}}} {detail}",
-    "CONFIG.TOO_MANY_REFERENCES": "more than {limit} ${{?...}} or placeholder references outside quotes "
-    "resolve to paths in the file; pass the values with -i or write them out",
-    "CONFIG.INCLUDE": "HOCON include is not supported in job files (it reads other files or URLs); "
-    "put the content into the job file",
     "CHECKPOINT.BEHIND_TARGETS": "the checkpoint {checkpoint} is behind its targets: it has started epochs up to "
     "{epoch}, but {targets}. The checkpoint was lost, reset or moved; running on would write those epochs again "
     "(or lose new rows). Restore the checkpoint to resume exactly once; to run the job from its start into new "
@@ -88,6 +72,10 @@ MESSAGES: dict[str, str] = {
     "CONFIG.YAML_TAG": "YAML tag {tag} is not supported in job files; remove it (plain strings, numbers, "
     "booleans, lists and mappings only)",
     "CONFIG.BAD_VARIABLE_VALUE": "the value of variable ${{{name}}} {detail}",
+    "CONFIG.TOO_MANY_REFERENCES": "more than {limit} ${{?...}} or placeholder references outside quotes "
+    "resolve to paths in the file; pass the values with -i or write them out",
+    "CONFIG.INCLUDE": "HOCON include is not supported in job files (it reads other files or URLs); "
+    "put the content into the job file",
 }
 
 
