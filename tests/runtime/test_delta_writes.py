@@ -1,0 +1,324 @@
+"""Delta appends as the engine writes them (``checkpoint/delta_log.append``:
+Delta's own ``writeFiles`` plus one engine commit with the ``txn`` action),
+compared with what Delta's DataFrameWriter writes for the same rows; fan-out;
+tables the engine leaves to Delta's DataFrameWriter; MERGE with a sequence
+column across epochs. Every job runs through the public interface."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+UTC = dt.timezone.utc
+
+# -- helpers --------------------------------------------------------------------
+
+
+def _log(table_dir: Path) -> list[list[dict]]:
+    """The actions of every commit of a Delta table, one list per version, in order."""
+    files = sorted((table_dir / "_delta_log").glob("*.json"), key=lambda p: int(p.stem))
+    assert [int(f.stem) for f in files] == list(range(len(files))), "a gap in the Delta log"
+    return [[json.loads(ln) for ln in f.read_text().splitlines() if ln.strip()] for f in files]
+
+
+def _actions(table_dir: Path, kind: str) -> list[dict]:
+    return [a[kind] for commit in _log(table_dir) for a in commit if kind in a]
+
+
+def _data_files(table_dir: Path) -> set[str]:
+    """Every Parquet file under the table directory (relative, partition dirs kept)."""
+    return {
+        p.relative_to(table_dir).as_posix()
+        for p in table_dir.rglob("*.parquet")
+        if not any(part.startswith(("_", ".")) for part in p.relative_to(table_dir).parts[:-1])
+    }
+
+
+def _history(spark, path: Path) -> list[dict]:
+    return [r.asDict(recursive=True) for r in spark.sql(f"DESCRIBE HISTORY delta.`{path}`").orderBy("version").collect()]
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.fixture
+def delta_sink_log():
+    """What the Delta sink logs (INFO and up), whatever the logging setup of the run."""
+    logger = logging.getLogger("streaming_engine.sinks.delta")
+    handler, level = _Records(), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    yield handler.records
+    logger.removeHandler(handler)
+    logger.setLevel(level)
+
+
+def _write_parquet_inputs(directory: Path, n_files: int, rows_per_file: int) -> list[Path]:
+    """Parquet files with disjoint id ranges and distinct, increasing modification
+    times (the file source takes files in that order, one per epoch here)."""
+    directory.mkdir(parents=True)
+    out = []
+    base = dt.datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
+    for f in range(n_files):
+        ids = list(range(f * rows_per_file, (f + 1) * rows_per_file))
+        table = pa.table({
+            "id": pa.array(ids, pa.int64()),
+            "name": pa.array([None if i % 7 == 0 else f"n{i}" for i in ids], pa.string()),
+            "amount": pa.array([i * 1.25 for i in ids], pa.float64()),
+            "ts": pa.array([base + dt.timedelta(minutes=i) for i in ids], pa.timestamp("us", tz="UTC")),
+            "day": pa.array([dt.date(2024, 1, 1) + dt.timedelta(days=i % 40) for i in ids], pa.date32()),
+        })
+        path = directory / f"part-{f}.parquet"
+        pq.write_table(table, path)
+        os.utime(path, (1_700_000_000 + f * 10, 1_700_000_000 + f * 10))
+        out.append(path)
+    return out
+
+
+def _scan_files(spark, df) -> tuple[int, int]:
+    """Run ``df`` with adaptive execution off and return the file scan's
+    (files read, rows output) from its SQL metrics."""
+    rows = df.collect()
+    plan = df._jdf.queryExecution().executedPlan()
+    stack, found = [plan], []
+    while stack:
+        node = stack.pop()
+        if "Scan" in node.nodeName() and node.metrics().contains("numFiles"):
+            found.append(node)
+        children = node.children()
+        stack += [children.apply(i) for i in range(children.size())]
+    assert len(found) == 1, [n.nodeName() for n in found]
+    metrics = found[0].metrics()
+    return int(metrics.apply("numFiles").value()), len(rows)
+
+
+# -- 1 + 2: the engine's appends against Delta's own writer ----------------------------
+
+FILES_JOB = """
+env { job.name = same_rows }
+source { LocalFile { plugin_output = src, path = "${work}/in", file_format_type = parquet,
+                     max_files_per_trigger = 1 } }
+sink { Delta { plugin_input = src, path = "${work}/engine" } }
+"""
+
+
+def test_engine_appends_match_deltas_writer_contents_stats_encoding_history_and_skipping(spark, run_job_text, tmp_path):
+    inputs = _write_parquet_inputs(tmp_path / "in", n_files=3, rows_per_file=100)
+    ran = run_job_text(FILES_JOB)
+    assert ran.result.status == "FINISHED", ran.result.error
+    engine, writer = tmp_path / "engine", tmp_path / "writer"
+    # Delta's own writer, the same rows in the same three appends
+    for f in inputs:
+        spark.read.parquet(str(f)).write.format("delta").mode("append").save(str(writer))
+
+    # contents: equal, with the same schema
+    e_df, w_df = spark.read.format("delta").load(str(engine)), spark.read.format("delta").load(str(writer))
+    assert e_df.schema == w_df.schema
+    assert e_df.schema.simpleString() == "struct<id:bigint,name:string,amount:double,ts:timestamp,day:date>"
+    got = sorted(tuple(r) for r in e_df.collect())
+    assert got == sorted(tuple(r) for r in w_df.collect())
+    assert len(got) == 300 and len({r[0] for r in got}) == 300
+
+    # one engine commit per epoch, each with its txn action
+    e_log = _log(engine)
+    adds = {name: _actions(d, "add") for name, d in (("engine", engine), ("writer", writer))}
+    txns = _actions(engine, "txn")
+    assert [t["version"] for t in txns] == [0, 1, 2]
+    assert len({t["appId"] for t in txns}) == 1 and txns[0]["appId"].startswith("same_rows.")
+    assert len(e_log) == 3  # the first commit also created the table
+    assert _data_files(engine) == {a["path"] for a in adds["engine"]}  # no file the log does not name
+
+    # per-file statistics: present for every file and for the same columns, with the same values
+    def stats(a: dict) -> dict:
+        assert a.get("stats"), f"file {a['path']} has no statistics"
+        return json.loads(a["stats"])
+
+    for name in ("engine", "writer"):
+        for a in adds[name]:
+            s = stats(a)
+            assert {"numRecords", "minValues", "maxValues", "nullCount"} <= set(s), (name, s)
+            assert set(s["minValues"]) == set(s["maxValues"]) == {"id", "name", "amount", "ts", "day"}, (name, s)
+            assert set(s["nullCount"]) == {"id", "name", "amount", "ts", "day"}, (name, s)
+    e_stats = sorted((stats(a) for a in adds["engine"]), key=lambda s: s["minValues"]["id"])
+    w_stats = sorted((stats(a) for a in adds["writer"]), key=lambda s: s["minValues"]["id"])
+    assert sum(s["numRecords"] for s in e_stats) == 300
+    assert e_stats == w_stats
+
+    # the same physical encoding: compare the Parquet footers column by column
+    def footer(table_dir: Path, a: dict) -> list[tuple]:
+        schema = pq.read_metadata(table_dir / a["path"]).schema
+        return [(schema.column(i).name, schema.column(i).physical_type, str(schema.column(i).logical_type))
+                for i in range(len(schema))]
+
+    e_footer, w_footer = footer(engine, adds["engine"][0]), footer(writer, adds["writer"][0])
+    assert e_footer == w_footer
+    assert pq.read_schema(engine / adds["engine"][0]["path"]).field("ts").type == \
+        pq.read_schema(writer / adds["writer"][0]["path"]).field("ts").type
+
+    # the history: WRITE (Append) with Delta's operation metrics
+    for name, path in (("engine", engine), ("writer", writer)):
+        hist = _history(spark, path)
+        assert [h["operation"] for h in hist] == ["WRITE"] * 3, name
+        assert all(h["operationParameters"]["mode"] == "Append" for h in hist), name
+        assert all({"numOutputRows", "numFiles"} <= set(h["operationMetrics"] or {}) for h in hist), (name, hist)
+        assert sum(int(h["operationMetrics"]["numOutputRows"]) for h in hist) == 300, name
+        assert sum(int(h["operationMetrics"]["numFiles"]) for h in hist) == len(adds[name]), name
+
+    # data skipping: a selective read opens only the file whose id range holds the value
+    reader = spark.newSession()
+    reader.conf.set("spark.sql.adaptive.enabled", "false")
+    for name, path in (("engine", engine), ("writer", writer)):
+        total = len(adds[name])
+        assert total >= 3
+        read, n = _scan_files(reader, reader.read.format("delta").load(str(path)).where("id = 150"))
+        assert n == 1, name
+        assert read == 1 < total, (name, read, total)
+        read, n = _scan_files(reader, reader.read.format("delta").load(str(path)).where("id >= 150"))
+        assert n == 150 and read == 2, (name, read)
+
+
+# -- 3: multi-table fan-out to one sink ---------------------------------------------------
+
+FANOUT = """
+env { job.name = fan }
+source { FakeSource { plugin_output = src, seed = 5, tables_configs = [
+  { schema = { table = "db.a", fields { id = bigint, v = double, s = string } }, row.num = 120, rows.per.batch = 60 },
+  { schema = { table = "db.b", fields { id = bigint, ts = timestamp, amount = "decimal(12,2)" } }, row.num = 90, rows.per.batch = 60 },
+  { schema = { table = "db.c", fields { code = string, id = bigint } }, row.num = 30, rows.per.batch = 60 } ] } }
+sink { Delta { plugin_input = src, path = "${work}/out/${table_name}" } }
+"""
+
+
+def test_fan_out_commits_every_table_with_the_sinks_txn_id_and_leaves_nothing_else(spark, run_job_text, tmp_path):
+    from streaming_engine.job import compile_text
+    from streaming_engine.plan.physical import txn_app_id
+
+    ran = run_job_text(FANOUT)
+    assert ran.result.status == "FINISHED", ran.result.error
+    job = compile_text(FANOUT, variables={"work": str(tmp_path)})
+    [pipeline] = job.plan.pipelines
+    sink_uid = job.dag.vertex("Delta#2").uid
+    # db.c has all its rows in epoch 0; an epoch without rows for it may still record its txn
+    want = {"a": (120, [0, 1]), "b": (90, [0, 1]), "c": (30, [0])}
+    unreferenced = {}
+    for name, (rows, epochs) in want.items():
+        table = tmp_path / "out" / name
+        assert ran.delta(spark, f"out/{name}").count() == rows
+        app_id = txn_app_id(job.dag, pipeline.key, sink_uid, f"db.{name}")
+        commits = _log(table)
+        # every commit of the table is one epoch of this sink: its txn action names the sink's id and the epoch
+        txns = []
+        for commit in commits:
+            [txn] = [a["txn"] for a in commit if "txn" in a]
+            assert txn["appId"] == app_id
+            txns.append(txn["version"])
+            assert [a["commitInfo"]["operation"] for a in commit if "commitInfo" in a] == ["WRITE"]
+        assert txns == sorted(set(txns)) and set(epochs) <= set(txns) <= {0, 1}
+        with_rows = [t for t, c in zip(txns, commits) if any("add" in a for a in c)]
+        assert with_rows == epochs
+        adds = _actions(table, "add")
+        assert sum(json.loads(a["stats"])["numRecords"] for a in adds) == rows
+        # nothing but the log and the committed files: no staging folder, no unreferenced file
+        assert sorted(p.name for p in table.iterdir() if p.is_dir()) == ["_delta_log"]
+        assert not list(table.rglob("_staging*"))
+        assert {a["path"] for a in adds} <= _data_files(table)
+        assert not _actions(table, "remove")
+        extra = _data_files(table) - {a["path"] for a in adds}
+        if extra:
+            unreferenced[name] = {f: pq.read_metadata(table / f).num_rows for f in sorted(extra)}
+    # the run's summary agrees
+    assert {r["table"]: r["total_rows"] for r in ran.result.committed} == {"db.a": 120, "db.b": 90, "db.c": 30}
+    # every Parquet file in a table directory is one the log references
+    assert unreferenced == {}, f"files no commit references (file: rows): {unreferenced}"
+
+
+# -- 4: tables the engine leaves to Delta's DataFrameWriter --------------------------------------
+
+CHECKED = """
+env { job.name = checked }
+source { FakeSource { plugin_output = src, table-names = [t0], rows.per.batch = 2,
+  schema = { fields { id = bigint, v = double } },
+  rows = [ { kind = INSERT, fields = [1, 1.5] }, { kind = INSERT, fields = [2, 2.5] },
+           { kind = INSERT, fields = [3, 3.5] }, { kind = INSERT, fields = [-7, 7.5] } ] } }
+sink { Delta { plugin_input = src, path = "${work}/out/${table_name}" } }
+"""
+
+
+def test_a_check_constraint_fails_the_epoch_that_violates_it_and_commits_none_of_it(spark, run_job_text, tmp_path):
+    target = tmp_path / "out" / "t0"
+    spark.sql(f"CREATE TABLE delta.`{target}` (id bigint, v double) USING delta")
+    spark.sql(f"ALTER TABLE delta.`{target}` ADD CONSTRAINT positive CHECK (id > 0)")
+    ran = run_job_text(CHECKED)
+    assert ran.result.status == "FAILED"
+    error = str(ran.result.error)
+    assert "positive" in error and "CHECK" in error.upper() and "id > 0" in error, error
+    # epoch 0 (ids 1, 2) committed; of epoch 1 neither the good row 3 nor the bad row
+    assert sorted(r["id"] for r in ran.rows(spark, "out/t0")) == [1, 2]
+    assert [t["version"] for t in _actions(target, "txn")] == [0]
+    referenced = {a["path"] for a in _actions(target, "add")}
+    # a file the failed write may have left is not part of the table (VACUUM removes it)
+    assert referenced <= _data_files(target)
+
+
+TABLES = """
+env { job.name = existing }
+source { FakeSource { plugin_output = src, table-names = [wide, part, rowtrack, colmap, fresh], rows.per.batch = 2,
+  schema = { fields { id = bigint, v = double, p = string } },
+  rows = [ { kind = INSERT, fields = [1, 1.5, "a"] }, { kind = INSERT, fields = [2, 2.5, "b"] },
+           { kind = INSERT, fields = [3, 3.5, "a"] }, { kind = INSERT, fields = [4, null, "b"] },
+           { kind = INSERT, fields = [5, 5.5, null] } ] } }
+sink { Delta { plugin_input = src, path = "${work}/out/${table_name}" } }
+"""
+
+
+def test_existing_tables_with_other_columns_partitions_or_features_get_their_rows(spark, run_job_text, tmp_path, delta_sink_log):
+    out = tmp_path / "out"
+    spark.sql(f"CREATE TABLE delta.`{out / 'wide'}` (id bigint, v double, p string, note string) USING delta")
+    spark.sql(f"CREATE TABLE delta.`{out / 'part'}` (id bigint, v double, p string) USING delta PARTITIONED BY (p)")
+    spark.sql(f"CREATE TABLE delta.`{out / 'rowtrack'}` (id bigint, v double, p string) USING delta "
+              "TBLPROPERTIES (delta.enableRowTracking = true)")
+    spark.sql(f"CREATE TABLE delta.`{out / 'colmap'}` (id bigint, v double, p string) USING delta "
+              "TBLPROPERTIES (delta.columnMapping.mode = 'name', delta.minReaderVersion = 2, delta.minWriterVersion = 5)")
+    ran = run_job_text(TABLES)
+    assert ran.result.status == "FINISHED", ran.result.error
+    rows = [(1, 1.5, "a"), (2, 2.5, "b"), (3, 3.5, "a"), (4, None, "b"), (5, 5.5, None)]
+    for name in ("wide", "part", "rowtrack", "colmap", "fresh"):
+        got = sorted(tuple(r[c] for c in ("id", "v", "p")) for r in ran.rows(spark, f"out/{name}"))
+        assert got == rows, name
+        # three epochs (2 + 2 + 1 rows), each committed once with the sink's txn id
+        assert [t["version"] for t in _actions(out / name, "txn")] == [0, 1, 2], name
+    assert [r["note"] for r in ran.rows(spark, "out/wide")] == [None] * 5
+    # the partitioned table keeps its layout: every file in its partition directory
+    adds = _actions(out / "part", "add")
+    assert {a["partitionValues"]["p"] for a in adds} == {"a", "b", None}
+    assert all(a["path"].startswith("p=") for a in adds)
+    # the row-tracking table got row ids (Delta's writer assigns them)
+    tracked = spark.read.format("delta").load(str(out / "rowtrack")).select("id", "_metadata.row_id").collect()
+    assert len({r.row_id for r in tracked}) == 5
+    # column mapping: the files store physical column names, readers see the logical ones
+    colmap_file = out / "colmap" / _actions(out / "colmap", "add")[0]["path"]
+    assert "id" not in pq.read_schema(colmap_file).names
+
+    # decided once per table when the query started, with the reason, never per epoch
+    decided = {}
+    for r in delta_sink_log:
+        if r.getMessage().startswith("Delta table written by Delta's DataFrameWriter"):
+            decided.setdefault(Path(r.target).name, []).append(r.reason)
+    assert sorted(decided) == ["colmap", "rowtrack", "wide"], decided
+    assert all(len(v) == 1 for v in decided.values()), decided
+    assert "schema" in decided["wide"][0]
+    assert "rowTracking" in decided["rowtrack"][0]
+    assert "columnMapping" in decided["colmap"][0] or "writer version 5" in decided["colmap"][0]
