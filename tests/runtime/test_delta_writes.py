@@ -322,3 +322,44 @@ def test_existing_tables_with_other_columns_partitions_or_features_get_their_row
     assert "schema" in decided["wide"][0]
     assert "rowTracking" in decided["rowtrack"][0]
     assert "columnMapping" in decided["colmap"][0] or "writer version 5" in decided["colmap"][0]
+
+
+# -- 6: MERGE with a sequence column across epochs ----------------------------------------
+
+SEQUENCED = """
+env { job.name = sequenced }
+source { FakeSource { plugin_output = src, rows.per.batch = 2,
+  schema = { table = "db.kv", fields { id = bigint, val = string, seq = bigint }, primaryKey { name = pk, columnNames = [id] } },
+  rows = [
+    { kind = INSERT, fields = [1, "new", 10] },       { kind = INSERT, fields = [2, "two", 20] },
+    { kind = UPDATE_AFTER, fields = [1, "old", 5] },  { kind = DELETE, fields = [2, "two", 15] },
+    { kind = UPDATE_AFTER, fields = [1, "newer", 11] }, { kind = INSERT, fields = [3, "three", 1] },
+    { kind = DELETE, fields = [3, "three", 2] },      { kind = UPDATE_AFTER, fields = [2, "two-b", 21] } ] } }
+sink { Delta { plugin_input = src, path = "${work}/kv", save_mode = upsert, sequence_column = seq } }
+"""
+
+
+def test_an_older_change_in_a_later_epoch_never_overwrites_a_newer_row(spark, run_job_text, tmp_path):
+    ran = run_job_text(SEQUENCED)
+    assert ran.result.status == "FINISHED", ran.result.error
+    table = tmp_path / "kv"
+    # four epochs of two changes each, one MERGE per epoch with the sink's txn id
+    by_epoch = {}
+    for version, commit in enumerate(_log(table)):
+        for a in commit:
+            if "txn" in a:
+                by_epoch[a["txn"]["version"]] = version
+    assert sorted(by_epoch) == [0, 1, 2, 3]
+
+    def state(epoch: int) -> dict:
+        df = spark.read.format("delta").option("versionAsOf", by_epoch[epoch]).load(str(table))
+        return {r.id: (r.val, r.seq) for r in df.collect()}
+
+    assert state(0) == {1: ("new", 10), 2: ("two", 20)}
+    # epoch 1: key 1 "old" (seq 5 < 10) and the delete of key 2 (seq 15 < 20) are older than the rows: ignored
+    assert state(1) == {1: ("new", 10), 2: ("two", 20)}
+    # epoch 2: newer changes apply (seq 11 > 10), new keys are inserted
+    assert state(2) == {1: ("newer", 11), 2: ("two", 20), 3: ("three", 1)}
+    # epoch 3: a newer delete removes the row, a newer update replaces it
+    assert state(3) == {1: ("newer", 11), 2: ("two-b", 21)}
+    assert {r["id"]: r["val"] for r in ran.rows(spark, "kv")} == {1: "newer", 2: "two-b"}
