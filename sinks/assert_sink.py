@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from sources._schema_options import spark_type
+from sinks._paths import local_path
 from streaming_engine.errors import EngineError, SchemaError
 from streaming_engine.plugins.base import Sink, SinkOptions, missing_column
 from streaming_engine.plugins.registry import register
@@ -293,7 +294,7 @@ class Assert(Sink):
             root = _query_checkpoint(ctx)
         if root is not None:
             self._roots[ctx.pipeline] = root
-            local = _local_path(root)
+            local = local_path(root)
             if local is not None:
                 from streaming_engine.plan.physical import slug
 
@@ -396,14 +397,6 @@ def _query_checkpoint(ctx: Any) -> str | None:
     except Exception:  # not a classic (JVM) session: keep the totals in memory
         log.debug("cannot find the query's checkpoint", exc_info=True)
     return None
-
-
-def _local_path(location: str) -> str | None:
-    if location.startswith("file:"):
-        from urllib.parse import unquote, urlparse
-
-        return unquote(urlparse(location).path)
-    return None if "://" in location else location
 
 
 # ---------------------------------------------------------------------------

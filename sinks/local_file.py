@@ -42,6 +42,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from sinks._paths import local_path
 from sinks._placeholders import check_distinct_targets, check_template, render
 from streaming_engine.errors import CommitError, SchemaError
 from streaming_engine.plugins.base import Sink, SinkOptions, missing_column
@@ -280,10 +281,7 @@ def _fsync(path: str) -> None:
 
 
 def _local_path(location: str) -> str:
-    if location.startswith("file:"):
-        from urllib.parse import unquote, urlparse
-
-        location = unquote(urlparse(location).path)
-    elif "://" in location:
+    path = local_path(location)
+    if path is None:
         raise CommitError("RUNTIME.FAILED", {"detail": f"LocalFile writes local paths only, got {location!r}"})
-    return os.path.abspath(location)
+    return path

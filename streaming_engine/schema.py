@@ -43,6 +43,19 @@ _SIMPLE_TYPES = {
 }
 _DECIMAL = re.compile(r"^decimal\s*\(\s*(\d+)\s*,\s*(\d+)\s*\)$", re.I)
 
+# The row envelope (runtime/rows.py): metadata columns every row carries, then the data.
+TABLE = "__table"
+KIND = "__kind"
+SEQ = "__seq"
+META = (TABLE, KIND, SEQ)
+META_DDL = f"{TABLE} string, {KIND} string, {SEQ} bigint"
+
+INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE = "+I", "-U", "+U", "-D"
+ROW_KINDS = (INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE)
+# SeaTunnel's names <-> short strings
+KIND_OF_NAME = {"INSERT": INSERT, "UPDATE_BEFORE": UPDATE_BEFORE, "UPDATE_AFTER": UPDATE_AFTER, "DELETE": DELETE}
+NAME_OF_KIND = {v: k for k, v in KIND_OF_NAME.items()}
+
 
 def split_top(s: str, sep: str = ",") -> list[str]:
     """Split ``s`` on ``sep`` outside of <>, () and {} brackets; parts stripped."""

@@ -37,7 +37,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
-from streaming_engine.runtime.session import jvm_class, jvm_constant
+from streaming_engine.jvm import jvm_class, jvm_constant
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession

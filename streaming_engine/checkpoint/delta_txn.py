@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
 
 from streaming_engine.errors import CommitError
-from streaming_engine.runtime import rows
+from streaming_engine import schema as rows  # the envelope's names
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession

@@ -16,11 +16,11 @@ its rows are there (written before the crash, Spark's commit log not yet).
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from streaming_engine.checkpoint import delta_log, delta_txn
 from streaming_engine.redact import redact_text
-from streaming_engine.runtime.context import CommitRecord
+from streaming_engine.checkpoint.record import CommitRecord
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -51,11 +51,11 @@ def record(
     epoch: int,
     commits: Sequence[CommitRecord],
     replay: bool = False,
+    before_commit: Callable[[], None] | None = None,
 ) -> bool:
     """Append the epoch's rows in ONE commit; False when ``replay`` and they are
-    there already. ``committed_at`` is the commit's instant (UTC)."""
-    from streaming_engine.runtime import faults
-
+    there already. ``committed_at`` is the commit's instant (UTC).
+    ``before_commit`` runs between the file write and the commit (fault injection)."""
     if replay and _has_epoch(spark, path, pipeline, epoch):
         return False
     now = datetime.now(timezone.utc)
@@ -66,9 +66,7 @@ def record(
     df = spark.createDataFrame(data, _ledger_struct())
     delta_txn.with_retries(
         f"append to the ledger {path}",
-        lambda: delta_log.append(
-            spark, path, df, None, epoch, before_commit=lambda: faults.maybe_crash("ledger_files_written", epoch)
-        ),
+        lambda: delta_log.append(spark, path, df, None, epoch, before_commit=before_commit),
     )
     return True
 

@@ -1,1 +1,3 @@
-"""Spark runtime: session construction and (later) the pipeline runner."""
+"""Spark runtime: the session, the row envelope, one streaming query per
+pipeline (``pipeline.py``: the single place epochs commit), transform chains,
+the runner with its restart strategy, lifecycle events and fault injection."""

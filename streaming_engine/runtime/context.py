@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+from streaming_engine.checkpoint.record import CommitRecord  # noqa: F401  (what sinks return)
 from streaming_engine.schema import Dataset
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -32,18 +33,6 @@ class TransformContext:
     inputs: tuple[Dataset, ...]  # input schemas
     output: Dataset  # output schema (plan time)
     batch_id: int
-
-
-@dataclass(frozen=True)
-class CommitRecord:
-    """What one sink did with one table in one epoch (a row of the commit ledger)."""
-
-    sink: str  # sink uid
-    table: str
-    target: str  # path or table name written
-    rows: int
-    version: int | None = None  # Delta version committed (None: skipped on replay, or not Delta)
-    skipped: bool = False  # the epoch was already committed (idempotent replay)
 
 
 @dataclass(frozen=True)

@@ -172,6 +172,7 @@ class PipelineRunner:
             ledger.record(
                 self.spark, self.ledger_path, self.dag.job_name, self.pipeline.key, batch_id, commits,
                 replay=batch_id == self.replay_epoch,
+                before_commit=lambda: faults.maybe_crash("ledger_files_written", batch_id),
             )
             faults.maybe_crash("after_ledger", batch_id)
         except EngineError:

@@ -22,7 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence, TypeVar
 
-from streaming_engine.schema import Dataset, TableSchema
+from streaming_engine.schema import (  # noqa: F401  (the envelope's names, re-exported)
+    DELETE, INSERT, KIND, KIND_OF_NAME, META, META_DDL, NAME_OF_KIND, ROW_KINDS, SEQ, TABLE, UPDATE_AFTER,
+    UPDATE_BEFORE, Dataset, TableSchema,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
@@ -31,17 +34,6 @@ if TYPE_CHECKING:  # pragma: no cover
 K = TypeVar("K")
 T = TypeVar("T")
 
-TABLE = "__table"
-KIND = "__kind"
-SEQ = "__seq"
-META = (TABLE, KIND, SEQ)
-META_DDL = f"{TABLE} string, {KIND} string, {SEQ} bigint"
-
-INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE = "+I", "-U", "+U", "-D"
-ROW_KINDS = (INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE)
-# SeaTunnel's names <-> short strings
-KIND_OF_NAME = {"INSERT": INSERT, "UPDATE_BEFORE": UPDATE_BEFORE, "UPDATE_AFTER": UPDATE_AFTER, "DELETE": DELETE}
-NAME_OF_KIND = {v: k for k, v in KIND_OF_NAME.items()}
 
 
 @dataclass(frozen=True)
@@ -147,7 +139,7 @@ def _split_in_jvm(df: "DataFrame", dataset: Dataset, slots: dict[str, tuple[str,
     one py4j call; None when its jar is not on the class path."""
     from pyspark.sql.classic.dataframe import DataFrame
 
-    from streaming_engine.runtime.session import jvm_class
+    from streaming_engine.jvm import jvm_class
 
     helper = jvm_class(df.sparkSession._jvm, ENVELOPE_CLASS)  # type: ignore[attr-defined]
     if helper is None:

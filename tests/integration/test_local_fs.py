@@ -101,8 +101,10 @@ def test_file_context_rename_with_overwrite(spark, tmp_path):
 
 
 def test_jvm_class_finds_classes_once_and_none_for_missing_ones(spark):
+    from streaming_engine import jvm as jvm_mod
+
     jvm = spark._jvm
-    found = session_mod.jvm_class(jvm, "java.util.ArrayList")
+    found = jvm_mod.jvm_class(jvm, "java.util.ArrayList")
     assert found is not None and found().size() == 0
-    assert session_mod.jvm_class(jvm, "java.util.ArrayList") is found  # cached
-    assert session_mod.jvm_class(jvm, "io.streamingengine.NoSuchClass") is None
+    assert jvm_mod.jvm_class(jvm, "java.util.ArrayList") is found  # cached
+    assert jvm_mod.jvm_class(jvm, "io.streamingengine.NoSuchClass") is None

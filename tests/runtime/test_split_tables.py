@@ -29,14 +29,14 @@ def _collect(frames):
 
 
 @pytest.mark.spark
-def test_jvm_and_python_splits_agree_and_are_tagged(spark, monkeypatch):
-    from streaming_engine.runtime import session
+def test_jvm_and_python_splits_agree(spark, monkeypatch):
+    from streaming_engine import jvm
 
     df, ds = _batch(spark)
-    assert session.jvm_class(spark._jvm, rows.ENVELOPE_CLASS) is not None, "the engine jar is on the class path (bootstrap builds it)"
+    assert jvm.jvm_class(spark._jvm, rows.ENVELOPE_CLASS) is not None, "the engine jar is on the class path (bootstrap builds it)"
     jvm_frames = rows.split_tables(df, ds)
     # as on a JVM without the engine's jar
-    monkeypatch.setitem(session._JVM_CONSTANTS, (id(spark._jvm), rows.ENVELOPE_CLASS), None)
+    monkeypatch.setitem(jvm._JVM_CONSTANTS, (id(spark._jvm), rows.ENVELOPE_CLASS), None)
     py_frames = rows.split_tables(df, ds)
     got = _collect(jvm_frames)
     assert got == _collect(py_frames)

@@ -1,0 +1,17 @@
+"""What one sink did with one table in one epoch: a row of the commit ledger."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CommitRecord:
+    """What one sink did with one table in one epoch (a row of the commit ledger)."""
+
+    sink: str  # sink uid
+    table: str
+    target: str  # path or table name written
+    rows: int
+    version: int | None = None  # Delta version committed (None: skipped on replay, or not Delta)
+    skipped: bool = False  # the epoch was already committed (idempotent replay)
