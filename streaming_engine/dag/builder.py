@@ -11,7 +11,7 @@ Steps, each adding problems rather than stopping:
 from __future__ import annotations
 
 import re
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass
 
 from streaming_engine.config.loader import RawBlock, RawJob
@@ -118,14 +118,19 @@ def _check_outputs(nodes: list[_Node], problems: list[Problem]) -> dict[str, _No
 def _resolve_inputs(nodes: list[_Node], producers: dict[str, _Node], problems: list[Problem]) -> None:
     """Explicit names must exist; a missing name reads the single upstream dataset."""
     consumed_by_transforms: set[str] = set()
-    produced_so_far: list[str] = []
+    unread: dict[str, None] = {}  # produced so far (in order) and not read by a transform
     names = set(producers)
+    sink_candidates: list[str] | None = None  # the same for every sink: computed once
+
+    def produced(n: _Node) -> None:
+        if n.dataset in producers and producers[n.dataset] is n and n.dataset not in consumed_by_transforms:
+            unread[n.dataset] = None
+
     for n in nodes:
         sec = n.block.section
         loc = n.block.location.with_key("plugin_input")
         if sec == "source":
-            if n.dataset in producers and producers[n.dataset] is n:
-                produced_so_far.append(n.dataset)
+            produced(n)
             continue
         if n.explicit_inputs:
             for name in n.inputs:
@@ -135,12 +140,15 @@ def _resolve_inputs(nodes: list[_Node], producers: dict[str, _Node], problems: l
                     )
         else:
             if sec == "transform":
-                candidates = [d for d in produced_so_far if d not in consumed_by_transforms]
+                candidates = list(unread)
             else:
-                all_produced = [d for d in producers if producers[d].block.section != "sink"]
-                candidates = [d for d in all_produced if d not in consumed_by_transforms]
+                if sink_candidates is None:  # sinks come after every transform
+                    sink_candidates = [
+                        d for d in producers if producers[d].block.section != "sink" and d not in consumed_by_transforms
+                    ]
+                candidates = sink_candidates
             if len(candidates) == 1:
-                n.inputs = candidates
+                n.inputs = list(candidates)
             elif not candidates:
                 problems.append(Problem("CONFIG.NO_INPUT", {}, loc))
             else:
@@ -154,8 +162,9 @@ def _resolve_inputs(nodes: list[_Node], producers: dict[str, _Node], problems: l
             )
         if sec == "transform":
             consumed_by_transforms.update(n.inputs)
-            if n.dataset in producers and producers[n.dataset] is n:
-                produced_so_far.append(n.dataset)
+            for name in n.inputs:
+                unread.pop(name, None)
+            produced(n)
 
 
 def _check_cycles(nodes: list[_Node], edges: list[LogicalEdge], problems: list[Problem]) -> set[str]:
@@ -220,9 +229,10 @@ def _check_reachability(
             continue
         reached.add(vid)
         frontier.extend(succ[vid])
+    on_cycle_paths = _downstream_of(cyclic, succ)
     for n in nodes:
         sec = n.block.section
-        if sec == "sink" and n.inputs and (n.id not in reached or _depends_on(n.id, edges, cyclic)):
+        if sec == "sink" and n.inputs and (n.id not in reached or n.id in on_cycle_paths):
             problems.append(
                 Problem("CONFIG.UNREACHABLE_SINK", {"input": ", ".join(n.inputs)}, n.block.location)
             )
@@ -232,21 +242,16 @@ def _check_reachability(
             )
 
 
-def _depends_on(vid: str, edges: list[LogicalEdge], targets: set[str]) -> bool:
-    if not targets:
-        return False
-    pred: dict[str, list[str]] = {}
-    for e in edges:
-        pred.setdefault(e.dst, []).append(e.src)
-    seen, frontier = set(), [vid]
+def _downstream_of(targets: set[str], succ: dict[str, list[str]]) -> set[str]:
+    """The targets and every vertex that depends on one of them."""
+    seen: set[str] = set()
+    frontier = list(targets)
     while frontier:
         v = frontier.pop()
-        if v in targets:
-            return True
         if v not in seen:
             seen.add(v)
-            frontier.extend(pred.get(v, ()))
-    return False
+            frontier.extend(succ.get(v, ()))
+    return seen
 
 
 def _topological(nodes: list[_Node], edges: list[LogicalEdge]) -> list[str]:
@@ -254,10 +259,10 @@ def _topological(nodes: list[_Node], edges: list[LogicalEdge]) -> list[str]:
     succ: dict[str, list[str]] = {n.id: [] for n in nodes}
     for e in edges:
         succ[e.src].append(e.dst)
-    ready = [n.id for n in nodes if indeg[n.id] == 0]
+    ready = deque(n.id for n in nodes if indeg[n.id] == 0)
     out = []
     while ready:
-        vid = ready.pop(0)
+        vid = ready.popleft()
         out.append(vid)
         for w in succ[vid]:
             indeg[w] -= 1

@@ -9,6 +9,7 @@ labels derive from.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from streaming_engine.config.models import EnvConfig
@@ -76,17 +77,25 @@ class LogicalDag:
     edges: tuple[LogicalEdge, ...]
     warnings: tuple[Problem, ...] = ()
 
+    @cached_property
+    def _index(self) -> tuple[dict[str, LogicalVertex], dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
+        """Vertices by id, upstream and downstream ids: built once, so lookups are O(1)."""
+        up: dict[str, list[str]] = {}
+        down: dict[str, list[str]] = {}
+        for e in self.edges:
+            up.setdefault(e.dst, []).append(e.src)
+            down.setdefault(e.src, []).append(e.dst)
+        as_tuples = lambda d: {k: tuple(v) for k, v in d.items()}  # noqa: E731
+        return {v.id: v for v in self.vertices}, as_tuples(up), as_tuples(down)
+
     def vertex(self, vid: str) -> LogicalVertex:
-        for v in self.vertices:
-            if v.id == vid:
-                return v
-        raise KeyError(vid)
+        return self._index[0][vid]
 
     def upstream(self, vid: str) -> tuple[str, ...]:
-        return tuple(e.src for e in self.edges if e.dst == vid)
+        return self._index[1].get(vid, ())
 
     def downstream(self, vid: str) -> tuple[str, ...]:
-        return tuple(e.dst for e in self.edges if e.src == vid)
+        return self._index[2].get(vid, ())
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, Literal
 
 from streaming_engine.dag.logical import LogicalDag
@@ -55,17 +56,25 @@ class Graph:
     vertices: tuple[ExecutionVertex, ...]
     edges: tuple[ExecutionEdge, ...]
 
+    @cached_property
+    def _index(self) -> tuple[dict[str, ExecutionVertex], dict[str, list[str]], dict[str, list[str]]]:
+        """Vertices by id, downstream and upstream ids: built once, so lookups are O(1)."""
+        by_id = {v.id: v for v in self.vertices}
+        down: dict[str, list[str]] = {v.id: [] for v in self.vertices}
+        up: dict[str, list[str]] = {v.id: [] for v in self.vertices}
+        for e in self.edges:
+            down.setdefault(e.src, []).append(e.dst)
+            up.setdefault(e.dst, []).append(e.src)
+        return by_id, down, up
+
     def vertex(self, vid: str) -> ExecutionVertex:
-        for v in self.vertices:
-            if v.id == vid:
-                return v
-        raise KeyError(vid)
+        return self._index[0][vid]
 
     def downstream(self, vid: str) -> list[str]:
-        return [e.dst for e in self.edges if e.src == vid]
+        return list(self._index[1].get(vid, ()))
 
     def upstream(self, vid: str) -> list[str]:
-        return [e.src for e in self.edges if e.dst == vid]
+        return list(self._index[2].get(vid, ()))
 
 
 @dataclass(frozen=True)
@@ -147,7 +156,9 @@ def shuffle_by_table(graph: Graph, dag: LogicalDag) -> tuple[Graph, int]:
     directly gets a shuffle-by-table vertex between it and those sinks.
     """
     vertices = list(graph.vertices)
-    edges = list(graph.edges)
+    ids = {v.id for v in vertices}
+    removed: set[tuple[str, str]] = set()
+    added: list[ExecutionEdge] = []
     inserted = 0
     for component in _components(graph):
         sources = [v for v in component if v.kind == "source"]
@@ -159,59 +170,66 @@ def shuffle_by_table(graph: Graph, dag: LogicalDag) -> tuple[Graph, int]:
             if len(sinks) < 2 or not v.schema.is_multi_table:
                 continue
             shuffle_id = f"Shuffle [{source.members[0]}]"
-            if inserted and any(x.id == shuffle_id for x in vertices):
+            if shuffle_id in ids:
                 shuffle_id = f"Shuffle [{source.members[0]} @ {v.id}]"
+            ids.add(shuffle_id)
             vertices.append(ExecutionVertex(shuffle_id, "shuffle", (), v.parallelism, v.schema, v.order))
-            edges = [e for e in edges if not (e.src == v.id and e.dst in sinks)]
-            edges.append(ExecutionEdge(v.id, shuffle_id))
-            edges.extend(ExecutionEdge(shuffle_id, s) for s in sinks)
+            removed.update((v.id, s) for s in sinks)
+            added.append(ExecutionEdge(v.id, shuffle_id))
+            added.extend(ExecutionEdge(shuffle_id, s) for s in sinks)
             inserted += 1
+    edges = [e for e in graph.edges if (e.src, e.dst) not in removed] + added
     return Graph(tuple(vertices), _dedup(edges)), inserted
 
 
 def chain_transforms(graph: Graph, dag: LogicalDag, enabled: bool = True) -> tuple[Graph, int]:
     """Flink's rule: a transform joins its upstream transform's chain when the
     upstream has exactly one downstream, it has exactly one input, both have
-    the same parallelism and both are chainable."""
+    the same parallelism and both are chainable.
+
+    Merging never changes the in- and out-degree of what remains (a chain has
+    its head's inputs and its tail's outputs), so the rule holds for an edge
+    before any merge exactly when it holds after all of them: the chains are
+    the paths of chainable edges, found in one pass.
+    """
     if not enabled:
         return graph, 0
     chainable = {v.id: v.chainable for v in dag.vertices}
-    current = graph
-    merged = 0
-    changed = True
-    while changed:
-        changed = False
-        for v in sorted(current.vertices, key=lambda x: x.order):
-            if v.kind != "transform_chain":
-                continue
-            ups = current.upstream(v.id)
-            if len(ups) != 1:
-                continue
-            up = current.vertex(ups[0])
-            if (
-                up.kind == "transform_chain"
-                and len(current.downstream(up.id)) == 1
-                and up.parallelism == v.parallelism
-                and all(chainable[m] for m in up.members + v.members)
-            ):
-                current = _merge(current, up, v)
-                merged += 1
-                changed = True
-                break
-    return current, merged
 
+    def joins(up: ExecutionVertex, down: ExecutionVertex) -> bool:
+        return (
+            up.kind == down.kind == "transform_chain"
+            and len(graph.downstream(up.id)) == 1
+            and len(graph.upstream(down.id)) == 1
+            and up.parallelism == down.parallelism
+            and all(chainable[m] for m in up.members + down.members)
+        )
 
-def _merge(graph: Graph, up: ExecutionVertex, down: ExecutionVertex) -> Graph:
-    members = up.members + down.members
-    new = ExecutionVertex(_chain_name(members), "transform_chain", members, up.parallelism, down.schema, up.order)
-    rename = {up.id: new.id, down.id: new.id}
-    vertices = [new if v.id == up.id else v for v in graph.vertices if v.id != down.id]
+    nxt = {e.src: e.dst for e in graph.edges if joins(graph.vertex(e.src), graph.vertex(e.dst))}
+    chained_to = set(nxt.values())
+    heads = [v for v in graph.vertices if v.id in nxt and v.id not in chained_to]
+    rename: dict[str, str] = {}
+    merged_at: dict[str, ExecutionVertex] = {}
+    inner: set[tuple[str, str]] = set()
+    for head in heads:
+        chain = [head]
+        while chain[-1].id in nxt:
+            down = graph.vertex(nxt[chain[-1].id])
+            inner.add((chain[-1].id, down.id))
+            chain.append(down)
+        members = tuple(m for v in chain for m in v.members)
+        new = ExecutionVertex(_chain_name(members), "transform_chain", members, head.parallelism, chain[-1].schema, head.order)
+        merged_at[head.id] = new
+        rename.update((v.id, new.id) for v in chain)
+    if not inner:
+        return graph, 0
+    vertices = [merged_at.get(v.id, v) for v in graph.vertices if v.id not in rename or v.id in merged_at]
     edges = [
         ExecutionEdge(rename.get(e.src, e.src), rename.get(e.dst, e.dst))
         for e in graph.edges
-        if not (e.src == up.id and e.dst == down.id)
+        if (e.src, e.dst) not in inner
     ]
-    return Graph(tuple(vertices), _dedup(edges))
+    return Graph(tuple(vertices), _dedup(edges)), len(inner)
 
 
 def split_pipelines(graph: Graph, dag: LogicalDag) -> tuple[Pipeline, ...]:
@@ -219,10 +237,13 @@ def split_pipelines(graph: Graph, dag: LogicalDag) -> tuple[Pipeline, ...]:
     uid = {v.id: v.uid for v in dag.vertices}
     pipelines = []
     comps = sorted(_components(graph), key=lambda c: min(v.order for v in c))
+    part = {v.id: i for i, comp in enumerate(comps) for v in comp}
+    edges_of: list[list[ExecutionEdge]] = [[] for _ in comps]
+    for e in graph.edges:
+        edges_of[part[e.src]].append(e)
     for i, comp in enumerate(comps, start=1):
-        ids = {v.id for v in comp}
         verts = tuple(sorted(comp, key=lambda v: (v.order, _kind_rank(v.kind))))
-        edges = tuple(e for e in graph.edges if e.src in ids)
+        edges = tuple(edges_of[i - 1])
         key = "+".join(sorted(uid[v.members[0]] for v in verts if v.kind == "source"))
         pipelines.append(Pipeline(f"pipeline-{i}", key, verts, edges))
     return tuple(pipelines)

@@ -95,11 +95,14 @@ def persisted(dag: LogicalDag, p: Pipeline) -> frozenset[str]:
     an append sink is not persisted: Spark streams it straight into the write.
     """
     by_id = {v.id: v for v in p.vertices}
+    readers_of: dict[str, list[ExecutionVertex]] = {}
+    for e in p.edges:
+        readers_of.setdefault(e.src, []).append(by_id[e.dst])
     out = set()
     for v in p.vertices:
         if v.kind not in ("source", "transform_chain"):
             continue
-        readers = [by_id[e.dst] for e in p.edges if e.src == v.id]
+        readers = readers_of.get(v.id, [])
         if (
             (v.kind == "source" and dag.vertex(v.members[0]).schema.is_multi_table)
             or len(readers) > 1
