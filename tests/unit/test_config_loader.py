@@ -202,3 +202,85 @@ def test_a_key_and_its_dotted_extension_are_two_options():
     assert opts["row_error_handle_way.error_table"] == "errors"
     assert opts["quoted.key"] == 1
     assert opts["path"] == "/tmp/a.b"
+
+
+# --------------------------------------------------------------------------
+# variable values are data, never syntax
+
+INJECT = "[a] } Console { x = [b]"  # would close the block and open a new one if spliced as text
+HOCON_JOB = "source { TestSource { plugin_output = ${IN} } }\nsink { TestSink { plugin_input = src } }\n"
+
+
+@pytest.mark.parametrize("value", [INJECT, "x } Console { y = 1", 'x" } Console { y = "1', "a\n}\nConsole {\n"])
+def test_a_hocon_variable_value_cannot_add_blocks(value):
+    try:
+        raw = load_text(HOCON_JOB, variables={"IN": value}, file="j.conf")
+    except ConfigError as e:  # refused as a value: fine, as long as it names the variable
+        assert e.problems[0].condition == "CONFIG.BAD_VARIABLE_VALUE"
+        assert e.problems[0].params["name"] == "IN"
+        return
+    assert [(b.section, b.plugin) for b in raw.blocks] == [("source", "TestSource"), ("sink", "TestSink")]
+    assert raw.section("source")[0].options == {"plugin_output": value}
+
+
+def test_the_list_injection_is_refused_naming_the_variable_and_line():
+    with pytest.raises(ConfigError) as exc:
+        load_text("\n" + HOCON_JOB, variables={"IN": INJECT}, file="j.conf")
+    p = exc.value.problems[0]
+    assert (p.condition, p.params["name"], p.location.file, p.location.line) == ("CONFIG.BAD_VARIABLE_VALUE", "IN", "j.conf", 2)
+
+
+@pytest.mark.parametrize("where", ["variables", "environ"])
+def test_a_variable_inside_quotes_stays_one_string(where):
+    value = 'a", b = "c\n} Console { '
+    kw = {"variables": {"v": value}} if where == "variables" else {"environ": {"v": value}}
+    raw = load_text('sink { X { p = "${v}", q = """${w:x}""" } }', **kw)
+    assert [b.plugin for b in raw.blocks] == ["X"]
+    assert raw.blocks[0].options == {"p": value, "q": "x"}
+
+
+def test_a_quote_cannot_end_a_triple_quoted_string():
+    with pytest.raises(ConfigError) as exc:
+        load_text('sink { X { q = """${v}""" } }', variables={"v": 'a""" } Console { z = """b'})
+    assert exc.value.problems[0].condition == "CONFIG.BAD_VARIABLE_VALUE"
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [("[a, b]", ["a", "b"]), ("[1, true, x.y]", [1, True, "x.y"]), ("[]", []), ("12", 12), ("-1.5", -1.5),
+     ("false", False), ("plain text", "plain text"), ("1e999", "1e999"), ('{"a": 1}', '{"a": 1}')],
+)
+@pytest.mark.parametrize("fmt", ["hocon", "yaml", "json"])
+def test_whole_values_are_typed_the_same_in_every_format(fmt, value, expected):
+    text = {
+        "hocon": "sink { X { v = ${v} } }",
+        "yaml": "sink:\n  - plugin_name: X\n    v: ${v}\n",
+        "json": '{"sink": [{"plugin_name": "X", "v": "${v}"}]}',
+    }[fmt]
+    raw = load_text(text, fmt=fmt, variables={"v": value})
+    assert raw.blocks[0].options == {"v": expected}
+
+
+@pytest.mark.parametrize("value", ["[a, [b]]", "[{a: 1}]", "[a: 1]", "[*x]", "[&x a]", "[!!binary aGk=]", INJECT])
+@pytest.mark.parametrize("fmt", ["hocon", "yaml"])
+def test_a_list_value_must_be_a_flat_list_of_scalars(fmt, value):
+    text = "sink { X { v = ${v} } }" if fmt == "hocon" else "sink:\n  - plugin_name: X\n    v: ${v}\n"
+    with pytest.raises(ConfigError) as exc:
+        load_text(text, fmt=fmt, variables={"v": value})
+    assert exc.value.problems[0].condition == "CONFIG.BAD_VARIABLE_VALUE"
+
+
+@pytest.mark.parametrize("fmt", ["yaml", "json"])
+def test_structured_variable_values_cannot_add_keys(fmt):
+    text = "sink:\n  - plugin_name: X\n    v: ${v}\n" if fmt == "yaml" else '{"sink": [{"plugin_name": "X", "v": "${v}"}]}'
+    raw = load_text(text, fmt=fmt, variables={"v": '{"plugin_name": "Console", "w": 1}\nsink: []'})
+    assert [b.plugin for b in raw.blocks] == ["X"]
+    assert set(raw.blocks[0].options) == {"v"}
+    assert isinstance(raw.blocks[0].options["v"], str)
+
+
+def test_an_unset_variable_outside_quotes_is_not_looked_up_as_a_path():
+    # pyhocon would resolve ${a} against the file itself; only -i, the environment and defaults count
+    with pytest.raises(ConfigError) as exc:
+        load_text("a = [1]\nsink { X { v = ${a} } }", environ={})
+    assert exc.value.problems[0].condition == "CONFIG.UNSET_VARIABLE"
