@@ -153,7 +153,7 @@ def _resolve_inputs(nodes: list[_Node], producers: dict[str, _Node], problems: l
                 problems.append(Problem("CONFIG.NO_INPUT", {}, loc))
             else:
                 problems.append(
-                    Problem("CONFIG.AMBIGUOUS_INPUT", {"count": len(candidates), "candidates": ", ".join(candidates)}, loc)
+                    Problem("CONFIG.AMBIGUOUS_INPUT", {"count": len(candidates), "candidates": _some(candidates)}, loc)
                 )
         max_inputs = getattr(n.plugin, "max_inputs", None) if sec == "transform" else None
         if max_inputs is not None and len(n.inputs) > max_inputs:
@@ -165,6 +165,12 @@ def _resolve_inputs(nodes: list[_Node], producers: dict[str, _Node], problems: l
             for name in n.inputs:
                 unread.pop(name, None)
             produced(n)
+
+
+def _some(names: list[str], shown: int = 10) -> str:
+    """A list for a message: the first names, then how many more (messages stay short)."""
+    more = f", ... ({len(names) - shown} more)" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
 
 
 def _check_cycles(nodes: list[_Node], edges: list[LogicalEdge], problems: list[Problem]) -> set[str]:
