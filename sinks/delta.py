@@ -188,16 +188,16 @@ class Delta(Sink):
             location = delta_txn.location(ctx.spark, target)
             if location is None:  # a catalog table that does not exist yet: saveAsTable creates it
                 return -1, None
-            epoch = delta_log.committed_epoch(ctx.spark, location, ctx.txn_app_id(t.table_id))
-            if o.save_mode == "upsert":
-                return epoch, None
-            if os.environ.get(WRITER_ENV) == "dataframe":
-                return epoch, None  # every append through Delta's DataFrameWriter (diagnostics, benchmarks)
-            reason = delta_log.incompatibility(ctx.spark, location, rows.table_struct(t, meta=False), o.partition_by or ())
-            if reason is not None:
-                log.info("Delta table written by Delta's DataFrameWriter", extra={"target": target.name, "reason": reason})
-                return epoch, None
-            return epoch, location
+            state = delta_log.inspect(
+                ctx.spark, location, ctx.txn_app_id(t.table_id), rows.table_struct(t, meta=False), o.partition_by or ()
+            )
+            if o.save_mode == "upsert" or os.environ.get(WRITER_ENV) == "dataframe":
+                return state.epoch, None  # MERGE; or every append through the DataFrameWriter (diagnostics, benchmarks)
+            if state.incompatible is not None:
+                log.info("Delta table written by Delta's DataFrameWriter",
+                         extra={"target": target.name, "reason": state.incompatible})
+                return state.epoch, None
+            return state.epoch, location
 
         found = map_concurrently(inspect, list(dataset.tables), ctx.commit_parallelism)
         self._engine_writes = {t.table_id: loc for t, (_, loc) in zip(dataset.tables, found) if loc is not None}

@@ -143,18 +143,18 @@ class LocalFile(Sink):
         return True  # one write with an observed row count per table
 
     def open(self, ctx: Any, dataset: Dataset) -> dict[str, int]:
-        """Per table, the newest epoch published by this sink (its markers)."""
+        """Per table, the newest epoch published by this sink (its markers).
+        Staging left by a crash for an epoch at or below it is removed (that
+        epoch is published, or will never be written again)."""
         out = {}
         for table in dataset.tables:
             tag = _tag(ctx.txn_app_id(table.table_id))
-            published = os.path.join(_local_path(render(self.options.path, table)), "_published")
-            epochs = [-1]
-            if os.path.isdir(published):
-                for f in os.listdir(published):
-                    m = re.fullmatch(re.escape(tag) + r"-(\d{12})\.json", f)
-                    if m:
-                        epochs.append(int(m.group(1)))
-            out[table.table_id] = max(epochs)
+            root = _local_path(render(self.options.path, table))
+            mark = max(_epochs(os.path.join(root, "_published"), tag, ".json"), default=-1)
+            for epoch in _epochs(os.path.join(root, "_staging"), tag, ""):
+                if epoch <= mark:
+                    shutil.rmtree(os.path.join(root, "_staging", f"{tag}-{epoch:012d}"), ignore_errors=True)
+            out[table.table_id] = mark
         return out
 
     def write(self, ctx: Any, frames: dict[str, Any], dataset: Dataset) -> list[Any]:
@@ -253,6 +253,13 @@ def _final_names(staging: str, epoch: int, tag: str) -> list[list[str]]:
         ext = m.group("ext") if m else base[base.find(".") :] if "." in base else ""
         out.append([src, os.path.join(os.path.dirname(src), f"part-{epoch:06d}-{i:05d}-{tag}{ext}")])
     return out
+
+
+def _epochs(directory: str, tag: str, suffix: str) -> list[int]:
+    """The epochs of ``<tag>-<epoch><suffix>`` entries in ``directory``."""
+    pattern = re.compile(re.escape(tag) + r"-(\d{12})" + re.escape(suffix))
+    found = os.listdir(directory) if os.path.isdir(directory) else []
+    return [int(m.group(1)) for m in map(pattern.fullmatch, found) if m]
 
 
 def _tag(app_id: str) -> str:

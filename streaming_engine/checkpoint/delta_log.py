@@ -18,7 +18,7 @@ appends to a Delta table, on every file system and every Spark master.
 The DataFrameWriter with those options first looks the app id up, which makes
 Delta rebuild the table's state (about 2 s per epoch here, growing with the
 log). :func:`append` does not: the runtime reads each target's committed epoch
-ONCE when a query starts (:func:`committed_epoch`) and never writes an epoch at
+ONCE when a query starts (:func:`inspect`) and never writes an epoch at
 or below it (``runtime/pipeline.py``).
 
 A table the engine appends to itself is new, or :func:`compatible`: the data's
@@ -67,26 +67,23 @@ class Incompatible(Exception):
     """The table is not one :func:`append` may write (the reason is the message)."""
 
 
-def committed_epoch(spark: "SparkSession", location: str, app_id: str) -> int:
-    """The newest epoch ``app_id`` has committed to the table (-1: none, or no table).
+@dataclass(frozen=True)
+class TableState:
+    epoch: int  # the newest epoch the app id committed (-1: none, or no table)
+    incompatible: str | None  # why :func:`append` must not write the table (None: it may)
 
-    One snapshot per call (answered from the log's checksum file when it
-    carries the table's transactions, else by rebuilding the state): call it
-    when a query starts, not per epoch.
-    """
+
+def inspect(
+    spark: "SparkSession", location: str, app_id: str, schema: "StructType", partition_by: Sequence[str] = ()
+) -> TableState:
+    """What a starting query needs to know of a table, from ONE snapshot (the
+    transactions come from the log's checksum file when it carries them, else
+    from rebuilding the state): call it when a query starts, not per epoch."""
     snapshot = _delta_log(spark, location).update(False, _none(spark), _none(spark))
     if snapshot.version() < 0:
-        return -1
+        return TableState(-1, None)
     found = snapshot.transactions().get(app_id)
-    return int(found.get()) if found.isDefined() else -1
-
-
-def incompatibility(spark: "SparkSession", location: str, schema: "StructType", partition_by: Sequence[str]) -> str | None:
-    """Why :func:`append` must not write this table (None: it may)."""
-    snapshot = _delta_log(spark, location).update(False, _none(spark), _none(spark))
-    if snapshot.version() < 0:
-        return None
-    return _incompatibility(snapshot, schema, partition_by)
+    return TableState(int(found.get()) if found.isDefined() else -1, _incompatibility(snapshot, schema, partition_by))
 
 
 def _incompatibility(snapshot_or_txn: Any, schema: "StructType", partition_by: Sequence[str]) -> str | None:

@@ -3,7 +3,7 @@
 Every write carries a transaction id that is stable across restarts
 (``txnAppId``, from job/pipeline/sink/table names) and the epoch as its
 version. The runtime reads each target's committed epoch once when a query
-starts (``delta_log.committed_epoch``) and never hands a sink an epoch at or below
+starts (``delta_log.inspect``) and never hands a sink an epoch at or below
 it, so no write path looks the id up per epoch for exactly-once; the ids are
 recorded so that the next start can read them.
 

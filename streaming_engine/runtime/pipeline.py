@@ -137,6 +137,7 @@ class PipelineRunner:
     # -- one epoch -------------------------------------------------------------
     def _commit_epoch(self, batch: "DataFrame", batch_id: int) -> None:
         started = time.monotonic()
+        shuffled = False
         faults.maybe_crash("epoch_start", batch_id)
         cached: list["DataFrame"] = []
         if self._ledger_ready is None:
@@ -154,6 +155,7 @@ class PipelineRunner:
                     # source partitions tasks.
                     k = min(len(dataset.tables), _shuffle_partitions(self.spark))
                     batch = batch.repartition(k, rows.TABLE).sortWithinPartitions(rows.TABLE)
+                    shuffled = True
                 batch = batch.persist()
                 cached.append(batch)
                 # build the cache in ONE job now: otherwise every per-table read
@@ -161,7 +163,7 @@ class PipelineRunner:
                 # stages) starts a job that builds or waits for it, 100 tables
                 # made 100 concurrent stages over the same blocks.
                 batch.count()
-            outputs = self._run_vertices(batch, batch_id, cached)
+            outputs = self._run_vertices(batch, batch_id, cached, shuffled)
             commits = self._commit_sinks(outputs, batch_id)
             faults.maybe_crash("before_ledger", batch_id)
             try:
@@ -190,10 +192,18 @@ class PipelineRunner:
             EpochCommitted(self.dag.job_name, self.pipeline.key, batch_id, tuple(commits), time.monotonic() - started)
         )
 
-    def _run_vertices(self, base: "DataFrame", batch_id: int, cached: list["DataFrame"]) -> dict[str, Frames]:
-        """Frames produced by every non-sink vertex, in topological order."""
-        p = self.pipeline
+    def _run_vertices(
+        self, base: "DataFrame", batch_id: int, cached: list["DataFrame"], shuffled: bool = False
+    ) -> dict[str, Frames]:
+        """Frames produced by every non-sink vertex, in topological order.
+
+        After the shuffle by table each table's rows sit in ONE partition: its
+        frame is coalesced to one, so a per-table job is one task (not one
+        per shuffle partition, the others empty; a writer's empty first task
+        would still leave an empty file)."""
         per_table = rows.split_tables(base, self.combined_dataset())
+        if shuffled:
+            per_table = {t: df.coalesce(1) for t, df in per_table.items()}
         outputs: dict[str, Frames] = {}
         for v in self._topological():
             if v.kind == "source":
