@@ -47,7 +47,7 @@ import math
 import os
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
@@ -111,8 +111,30 @@ class RawJob:
         return tuple(b for b in self.blocks if b.section == name)
 
 
+MAX_SHOWN_CHARS = 200  # of a name or value quoted in a message
+
+
+def _clip(v: Any) -> Any:
+    if isinstance(v, str) and len(v) > MAX_SHOWN_CHARS:
+        return f"{v[:MAX_SHOWN_CHARS // 2]}...({len(v)} characters)"
+    return v
+
+
+def clipped(p: Problem) -> Problem:
+    """``p`` with long names and values from the file shortened: messages stay
+    readable, and rendering them (redaction scans every word) stays fast."""
+    loc = p.location
+    loc = replace(loc, plugin=_clip(loc.plugin), key=_clip(loc.key), file=_clip(loc.file))
+    return replace(p, params={k: _clip(v) for k, v in p.params.items()}, location=loc)
+
+
+def config_error(problems: list[Problem] | tuple[Problem, ...]) -> ConfigError:
+    """A ConfigError of these problems, clipped (see :func:`clipped`)."""
+    return ConfigError([clipped(p) for p in problems])
+
+
 def _fail(condition: str, params: dict[str, Any], file: str | None, line: int | None = None, key: str | None = None):
-    raise ConfigError([Problem(condition, params, Location(file, line=line, key=key))])
+    raise config_error([Problem(condition, params, Location(file, line=line, key=key))])
 
 
 # --------------------------------------------------------------------------
@@ -122,7 +144,7 @@ def _fail(condition: str, params: dict[str, Any], file: str | None, line: int | 
 def load_file(path: str | os.PathLike, variables: Mapping[str, str] | None = None) -> RawJob:
     p = Path(path)
     if not p.is_file():
-        raise ConfigError([Problem("CONFIG.FILE_NOT_FOUND", {"path": str(p)}, Location(str(p)))])
+        raise config_error([Problem("CONFIG.FILE_NOT_FOUND", {"path": str(p)}, Location(str(p)))])
     fmt = _format_of(p)
     with p.open("rb") as f:
         data = f.read(MAX_FILE_BYTES + 1)
@@ -145,7 +167,7 @@ def load_text(
     elif fmt in ("yaml", "json"):
         data = _parse_yaml_json(text, fmt, lookup, file)
     else:
-        raise ConfigError([Problem("CONFIG.UNSUPPORTED_FORMAT", {"path": file, "ext": fmt}, Location(file))])
+        raise config_error([Problem("CONFIG.UNSUPPORTED_FORMAT", {"path": file, "ext": fmt}, Location(file))])
     lookup.raise_unset()
     _check_tree(data, file)
     return _to_raw_job(data, file)
@@ -162,7 +184,7 @@ def parse_variables(items: list[str] | None) -> dict[str, str]:
             continue
         out[name.strip()] = value
     if problems:
-        raise ConfigError(problems)
+        raise config_error(problems)
     return out
 
 
@@ -174,7 +196,7 @@ def _format_of(p: Path) -> str:
         return "yaml"
     if ext == ".json":
         return "json"
-    raise ConfigError([Problem("CONFIG.UNSUPPORTED_FORMAT", {"path": str(p), "ext": ext}, Location(str(p)))])
+    raise config_error([Problem("CONFIG.UNSUPPORTED_FORMAT", {"path": str(p), "ext": ext}, Location(str(p)))])
 
 
 # --------------------------------------------------------------------------
@@ -260,7 +282,7 @@ class _Variables:
 
     def raise_unset(self) -> None:
         if self.unset:
-            raise ConfigError(
+            raise config_error(
                 [Problem("CONFIG.UNSET_VARIABLE", {"name": n}, Location(self.file, line=ln)) for n, ln in self.unset]
             )
 
@@ -559,7 +581,7 @@ def _parse_hocon(text: str, variables: _Variables, file: str | None) -> dict:
     except RecursionError:
         _fail("CONFIG.TOO_DEEP", {"what": "values (after substitutions) are", "limit": MAX_DEPTH}, file)
     except Exception as e:  # pyhocon and pyparsing errors carry a line number
-        raise ConfigError([_hocon_problem(e, file)]) from None
+        raise config_error([_hocon_problem(e, file)]) from None
     data = _plain(tree, file)
     if isinstance(data, dict):
         # map unique block keys back to (plugin, line)
@@ -648,9 +670,9 @@ def _parse_yaml_json(text: str, fmt: str, variables: _Variables, file: str | Non
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:
-            raise ConfigError([Problem("CONFIG.SYNTAX", {"detail": e.msg}, Location(file, line=e.lineno))]) from None
+            raise config_error([Problem("CONFIG.SYNTAX", {"detail": e.msg}, Location(file, line=e.lineno))]) from None
         except (ValueError, RecursionError) as e:  # e.g. an integer of more than 4300 digits
-            raise ConfigError([Problem("CONFIG.SYNTAX", {"detail": str(e)[:200]}, Location(file))]) from None
+            raise config_error([Problem("CONFIG.SYNTAX", {"detail": str(e)[:200]}, Location(file))]) from None
         lines: dict[tuple[str, int], int] = {}
     else:
         data, lines = _yaml_load(text, file)
@@ -718,11 +740,11 @@ def _yaml_load(text: str, file: str | None) -> tuple[Any, dict[tuple[str, int], 
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         detail = getattr(e, "problem", None) or str(e)
-        raise ConfigError(
+        raise config_error(
             [Problem("CONFIG.SYNTAX", {"detail": str(detail)[:200]}, Location(file, line=mark.line + 1 if mark else None))]
         ) from None
     except (ValueError, TypeError) as e:  # e.g. an integer of more than 4300 digits
-        raise ConfigError([Problem("CONFIG.SYNTAX", {"detail": str(e)[:200]}, Location(file))]) from None
+        raise config_error([Problem("CONFIG.SYNTAX", {"detail": str(e)[:200]}, Location(file))]) from None
     lines: dict[tuple[str, int], int] = {}
     if isinstance(root, yaml.MappingNode):
         for k, v in root.value:
@@ -796,7 +818,7 @@ def _to_raw_job(data: Any, file: str | None) -> RawJob:
     problems: list[Problem] = []
     warnings: list[Problem] = []
     if not isinstance(data, dict):
-        raise ConfigError(
+        raise config_error(
             [Problem("CONFIG.NOT_AN_OBJECT", {"what": "the job file", "got": type(data).__name__}, Location(file))]
         )
     for key in data:
@@ -832,5 +854,5 @@ def _to_raw_job(data: Any, file: str | None) -> RawJob:
                 continue
             blocks.append(RawBlock(section, idx, str(name), value, line, file))
     if problems:
-        raise ConfigError(problems)
+        raise config_error(problems)
     return RawJob(file, env, tuple(blocks), tuple(warnings))

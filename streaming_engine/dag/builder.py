@@ -14,10 +14,10 @@ import re
 from collections import Counter, deque
 from dataclasses import dataclass
 
-from streaming_engine.config.loader import RawBlock, RawJob
+from streaming_engine.config.loader import RawBlock, RawJob, clipped, config_error
 from streaming_engine.config.models import did_you_mean, parse_env, validate_block, wiring_of
 from streaming_engine.dag.logical import LogicalDag, LogicalEdge, LogicalVertex
-from streaming_engine.errors import ConfigError, EngineError, Location, Problem
+from streaming_engine.errors import EngineError, Location, Problem
 from streaming_engine.plugins.base import Plugin
 from streaming_engine.schema import Dataset
 
@@ -56,7 +56,7 @@ def build_dag(raw: RawJob, strict: bool = False) -> LogicalDag:
 
     errors = [p for p in problems if p.severity == "error"]
     if errors:
-        raise ConfigError(errors + [p for p in problems if p.severity == "warning"])
+        raise config_error(errors + [p for p in problems if p.severity == "warning"])
 
     uids = _stable_uids(nodes)
     vertices = tuple(
@@ -75,7 +75,7 @@ def build_dag(raw: RawJob, strict: bool = False) -> LogicalDag:
         for n in nodes
     )
     job_name = env.job_name or "job"
-    return LogicalDag(job_name, env, vertices, tuple(edges), tuple(problems))
+    return LogicalDag(job_name, env, vertices, tuple(edges), tuple(clipped(p) for p in problems))
 
 
 def _file_loc(raw: RawJob, section: str) -> Location:

@@ -197,3 +197,16 @@ def test_syntax_errors_are_short_and_name_the_line():
     assert p.condition == "CONFIG.SYNTAX"
     assert p.location.line == 3
     assert len(p.params["detail"]) < 120  # not pyparsing's whole grammar
+
+
+def test_long_names_from_the_file_are_shortened_in_messages():
+    from tests.unit.helpers import problems_of
+
+    long = "x" * 100_000
+    problems = problems_of(f'source {{ TestSource {{ plugin_output = src, {long}password = 1 }} }}\n'
+                           f'sink {{ TestSink {{ plugin_input = "{long}" }} }}\n')
+    assert {"CONFIG.UNKNOWN_OPTION", "CONFIG.DANGLING_INPUT"} <= {p.condition for p in problems}
+    for p in problems:
+        assert len(str(p)) < 1000
+    long_ones = [p for p in problems if p.condition in ("CONFIG.UNKNOWN_OPTION", "CONFIG.DANGLING_INPUT")]
+    assert all("characters)" in str(p) for p in long_ones)
