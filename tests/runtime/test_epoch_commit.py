@@ -1,7 +1,9 @@
 """End to end: FakeSource -> Delta, multi-table, CDC upserts, exactly-once replays."""
 
+import glob
+import os
 import urllib.request
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 from sources._fake_runtime import TableSpec, generate
 from streaming_engine.job import compile_text
@@ -26,6 +28,10 @@ sink {
   Delta { plugin_input = cdc, path = "${work}/raw/${table_name}" }
 }
 """
+
+
+SINKS = ("delta.cdc", "delta.cdc-2")  # upsert, append
+TABLES = ("shop.orders", "shop.users")
 
 
 def expected_state(text: str, work: str, table: str) -> tuple[dict, int]:
@@ -55,12 +61,21 @@ def test_multi_table_cdc_job_commits_every_epoch_to_every_sink(spark, run_job_te
     assert got == orders
     assert ran.delta(spark, "raw/orders").count() == n_orders == 900
     assert ran.delta(spark, "raw/users").count() == 120
-    # the ledger has every epoch for every sink and table
-    per_table = defaultdict(int)
-    for row in ran.result.committed:
-        per_table[(row["sink"], row["table"])] = row["epochs"]
-    assert per_table[("delta.cdc", "shop.orders")] == 3
-    assert per_table[("delta.cdc-2", "shop.users")] == 3
+    # the ledger table on disk has every epoch exactly once for every sink and table
+    ledger = _ledger_rows(spark, ran)
+    per_key = Counter((r["sink"], r["table"], r["epoch"]) for r in ledger)
+    assert set(per_key.values()) == {1}, f"ledger rows recorded twice: {per_key}"
+    for sink in SINKS:
+        for table in TABLES:
+            assert sorted(e for (s, t, e) in per_key if (s, t) == (sink, table)) == [0, 1, 2], (sink, table)
+    assert {(r["sink"], r["table"]) for r in ledger} == {(s, t) for s in SINKS for t in TABLES}
+    # the append sink's ledger rows add up to the source's rows, each with the Delta version it made
+    appended = defaultdict(int)
+    for r in ledger:
+        if r["sink"] == "delta.cdc-2":
+            appended[r["table"]] += r["rows"]
+            assert r["delta_version"] is not None and not r["replayed"], r
+    assert appended == {"shop.orders": 900, "shop.users": 120}
     # Prometheus metrics per job, pipeline, sink and table, over real HTTP
     from streaming_engine.metrics.prometheus import PrometheusMetrics
 
@@ -73,12 +88,56 @@ def test_multi_table_cdc_job_commits_every_epoch_to_every_sink(spark, run_job_te
 
 
 def test_rerunning_a_finished_job_writes_nothing_twice(spark, run_job_text):
+    """The second run REALLY runs the last epoch again against targets that
+    hold it: Spark's commit-log entry of the last epoch is removed (a crash
+    after the ledger, before Spark's commit log), so Spark replays it. Every
+    table must skip it: no Delta commit, no row twice, no second ledger row."""
     first = run_job_text(CDC_JOB)
-    assert first.result.status == "FINISHED"
-    before = first.delta(spark, "raw/orders").count()
+    assert first.result.status == "FINISHED", first.result.error
+    [checkpoint] = glob.glob(str(first.work / "checkpoints" / "cdc_job" / "*" / "commits"))
+    last = max(int(n) for n in os.listdir(checkpoint) if n.isdigit())
+    assert last == 2
+    for name in (str(last), f".{last}.crc"):
+        if os.path.exists(os.path.join(checkpoint, name)):
+            os.remove(os.path.join(checkpoint, name))
+    targets = [f"wh/shop/{t}" for t in ("orders", "users")] + [f"raw/{t}" for t in ("orders", "users")]
+    versions = {t: _version(spark, first.work / t) for t in targets}
+    contents = {t: Counter(tuple(sorted(r.items())) for r in first.rows(spark, t)) for t in targets}
+    ledger_before = Counter(_ledger_key(r) for r in _ledger_rows(spark, first))
+
     again = run_job_text(CDC_JOB)
-    assert again.result.status == "FINISHED"
-    assert again.delta(spark, "raw/orders").count() == before
+    assert again.result.status == "FINISHED", again.result.error
+    # the epoch ran again ...
+    replayed = [e for e in again.events if type(e).__name__ == "EpochCommitted"]
+    assert [e.epoch for e in replayed] == [last], "the second run did not replay the last epoch"
+    assert os.path.exists(os.path.join(checkpoint, str(last))), "Spark did not commit the replayed epoch"
+    # ... and every (sink, table) skipped it
+    commits = {(c.sink, c.table): c for c in replayed[0].commits}
+    assert set(commits) == {(s, t) for s in SINKS for t in TABLES}
+    for key, c in commits.items():
+        assert c.skipped and c.version is None and c.rows == 0, f"{key} wrote the replayed epoch: {c}"
+    for t in targets:
+        assert _version(spark, again.work / t) == versions[t], f"{t}: a Delta commit for the replayed epoch"
+        assert Counter(tuple(sorted(r.items())) for r in again.rows(spark, t)) == contents[t], f"{t} changed"
+    # the ledger already had the epoch: no second row for it
+    assert Counter(_ledger_key(r) for r in _ledger_rows(spark, again)) == ledger_before
+
+
+def _ledger_rows(spark, ran) -> list:
+    """The commit ledger read from disk (<checkpoint.dir>/<job>/_ledger)."""
+    from streaming_engine.checkpoint.ledger import ledger_path
+
+    return spark.read.format("delta").load(ledger_path(str(ran.work / "checkpoints"), "cdc_job")).collect()
+
+
+def _ledger_key(r) -> tuple:
+    return (r["sink"], r["table"], r["epoch"], r["delta_version"], r["rows"], r["replayed"])
+
+
+def _version(spark, path) -> int:
+    from delta.tables import DeltaTable
+
+    return DeltaTable.forPath(spark, str(path)).history(1).collect()[0]["version"]
 
 
 STREAMING_JOB = """
