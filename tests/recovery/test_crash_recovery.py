@@ -99,6 +99,7 @@ FILES_PER_EPOCH = 2  # max_files_per_trigger
 FIRST_EPOCHS = 8  # input written up front; later waves add WAVE_EPOCHS when a run finishes early
 WAVE_EPOCHS = 2
 CI_KILLS = 30
+SOAK_KILLS = int(os.environ.get("STREAMING_ENGINE_SOAK", "0") or 0)
 
 
 # -- the input: the test's own CDC stream ----------------------------------------------
@@ -369,7 +370,7 @@ def _orphan_snapshot(work: Path) -> dict[str, set[str]]:
     return out
 
 
-@pytest.mark.timeout(5400)
+@pytest.mark.timeout(max(5400, 90 * SOAK_KILLS))  # a kill costs a JVM start and up to an epoch
 def test_sigkill_at_any_point_gives_exactly_once_results(request, tmp_path):
     from streaming_engine.job import compile_text
 
@@ -379,7 +380,7 @@ def test_sigkill_at_any_point_gives_exactly_once_results(request, tmp_path):
     (tmp_path / "job.conf").write_text(JOB)
     data = Input(tmp_path)
     data.add_epochs(FIRST_EPOCHS)
-    want_kills = max(CI_KILLS, int(os.environ.get("STREAMING_ENGINE_SOAK", "0") or 0))
+    want_kills = max(CI_KILLS, SOAK_KILLS)
     rng = random.Random(int(os.environ.get("STREAMING_ENGINE_SOAK_SEED", "7")))
     began = time.monotonic()
     kills, runs, finished_early, epoch_seconds = 0, 0, 0, []
