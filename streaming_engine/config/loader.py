@@ -31,7 +31,13 @@ text: braces and dotted key paths in HOCON, brackets in JSON, PyYAML's event
 stream in YAML), YAML anchors and aliases (refused: a few hundred bytes of
 aliases expand to gigabytes), YAML tags other than the basic ones, the length
 of any string or key (:data:`MAX_STRING_CHARS`), keys and list items in the
-file (:data:`MAX_ITEMS`) and plugin blocks (:data:`MAX_PLUGINS`).
+file (:data:`MAX_ITEMS`) and plugin blocks (:data:`MAX_PLUGINS`). HOCON
+``include`` is refused (it would read other files or URLs); a ``${x}`` that no
+``-i``, environment or default sets is an unset variable, never a path in the
+file, and at most :data:`MAX_PATH_REFERENCES` ``${?x}`` are left to pyhocon to
+resolve as paths (each copies what it names: ``b = [${?a}, ${?a}]`` chains grow
+exponentially). Names and values quoted in messages are clipped to
+:data:`MAX_SHOWN_CHARS`.
 
 Dotted keys inside plugin blocks (``row.num = 10``) come out of pyhocon as
 nested objects; :mod:`streaming_engine.config.models` flattens them back
