@@ -184,10 +184,6 @@ class ConfigError(EngineError):
     def __reduce__(self):
         return (self.__class__, (self.problems,))
 
-    @property
-    def conditions(self) -> list[str]:
-        return [p.condition for p in self.problems]
-
 
 class PluginError(EngineError):
     """A plugin registry problem (duplicate registration, broken entry point)."""

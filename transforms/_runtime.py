@@ -35,16 +35,6 @@ def project(df: "DataFrame", columns: Iterable["SparkColumn"]) -> "DataFrame":
     return df.select(*meta(), *columns)
 
 
-def conform(df: "DataFrame", table: TableSchema) -> "DataFrame":
-    """Select the metadata and ``table``'s columns by name, cast to the plan-time types."""
-    from pyspark.sql.types import _parse_datatype_string
-
-    out = []
-    for c in table.columns:
-        out.append(col(c.name).cast(_parse_datatype_string(c.type)).alias(c.name))
-    return project(df, out)
-
-
 def with_metadata(df: "DataFrame", table: str | None = None, kind: str | None = None) -> "DataFrame":
     """``df`` with ``__table`` and/or ``__kind`` replaced by constants, column order kept."""
     from pyspark.sql import functions as F
