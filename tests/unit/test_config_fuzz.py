@@ -10,9 +10,9 @@ bytes (invalid UTF-8). ``compile_text`` / ``compile_file``
 must return a plan or raise the engine's own EngineError: no other exception,
 and no example may take longer than :data:`BUDGET_S` (a SIGALRM timer fails it).
 
-``STREAMING_ENGINE_FUZZ_EXAMPLES`` sets the examples per test (default 150:
-the whole module runs in well under a minute); raise it for a soak. Nothing
-here starts Spark.
+``STREAMING_ENGINE_FUZZ_EXAMPLES`` sets the examples per test and makes them
+random (a soak); without it each test runs the same 150 derandomized examples
+(the whole module in well under a minute). Nothing here starts Spark.
 """
 
 from __future__ import annotations
@@ -34,12 +34,14 @@ from streaming_engine.errors import EngineError
 from streaming_engine.job import compile_file, compile_text
 from streaming_engine.plugins.registry import REGISTRIES
 
-EXAMPLES = int(os.environ.get("STREAMING_ENGINE_FUZZ_EXAMPLES", "150"))
+SOAK = os.environ.get("STREAMING_ENGINE_FUZZ_EXAMPLES")
+EXAMPLES = int(SOAK or 150)
 BUDGET_S = 10  # per example; a hang guard, far above the ~10-50 ms an example takes
 
 FUZZ = settings(
     max_examples=EXAMPLES,
     deadline=None,  # the SIGALRM budget below is the time limit
+    derandomize=not SOAK,  # CI runs the same examples every time; a soak explores
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
 )
 
