@@ -47,5 +47,4 @@ class EpochContext:
     batch_id: int  # the epoch: Spark's batch id, stable across restarts
     txn_app_id: Callable[[str], str]  # table id -> stable Delta txnAppId
     commit_parallelism: int = 1  # per-table commits a sink may run concurrently
-    replay: bool = False  # Spark re-runs this epoch after a crash: parts of it may be committed
     extras: dict[str, Any] = field(default_factory=dict)

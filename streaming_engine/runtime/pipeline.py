@@ -230,7 +230,6 @@ class PipelineRunner:
             batch_id=batch_id,
             txn_app_id=lambda table, uid=lv.uid: txn_app_id(self.dag, self.pipeline.key, uid, table),
             commit_parallelism=self.dag.env.commit_parallelism,
-            replay=batch_id == self.replay_epoch,
             extras={"checkpoint_location": self.checkpoint},
         )
 
