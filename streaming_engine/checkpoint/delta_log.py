@@ -146,6 +146,89 @@ def append(
     return Appended(int(version), rows)
 
 
+def append_small(
+    spark: "SparkSession", location: str, table: Any, schema: "StructType", before_commit: Any = None
+) -> Appended:
+    """Append a small pyarrow ``table`` (the ledger's rows of an epoch) without
+    a Spark job: the driver writes ONE Parquet file through Hadoop's FileSystem
+    (any scheme) and commits it with its statistics (numRecords, nullCount;
+    min/max of numeric and timestamp columns: timestamps must be whole
+    milliseconds, as Delta's statistics are) and operationMetrics. No txn
+    action (the caller knows which epochs it wrote)."""
+    import io
+
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    buf = io.BytesIO()
+    pq.write_table(table, buf, compression="snappy")
+    data = buf.getvalue()
+    root = jvm.org.apache.hadoop.fs.Path(location)
+    fs = root.getFileSystem(spark._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
+    name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
+    out = fs.create(jvm.org.apache.hadoop.fs.Path(root, name), False)
+    try:
+        out.write(bytearray(data))
+    finally:
+        out.close()
+    stats: dict[str, Any] = {"numRecords": table.num_rows, "minValues": {}, "maxValues": {}, "nullCount": {}}
+    for field, column in zip(table.schema, table.columns):
+        stats["nullCount"][field.name] = column.null_count
+        if table.num_rows > column.null_count and (pa_numeric(field.type) or pa_timestamp(field.type)):
+            low, high = pc.min_max(column).values()
+            stats["minValues"][field.name], stats["maxValues"][field.name] = _stat(low.as_py()), _stat(high.as_py())
+    none = _none(spark)
+    txn = _delta_log(spark, location).startTransaction(none, none)
+    if txn.readVersion() < 0:
+        txn.updateMetadataForNewTable(_action(jvm, {"metaData": _new_metadata(schema, ())}))
+    elif (reason := _incompatibility(txn, schema, ())) is not None:
+        raise Incompatible(reason)
+    _register_metrics(spark, txn, {"numFiles": 1, "numOutputRows": table.num_rows, "numOutputBytes": len(data)})
+    add = {"add": {"path": name, "partitionValues": {}, "size": len(data), "modificationTime": int(time.time() * 1000),
+                   "dataChange": True, "stats": json.dumps(stats)}}
+    if before_commit is not None:
+        before_commit()
+    version = txn.commit(_seq(jvm, [_action(jvm, add)]), _write_operation(jvm))
+    return Appended(int(version), table.num_rows)
+
+
+def pa_numeric(t: Any) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_integer(t) or pa.types.is_floating(t)
+
+
+def pa_timestamp(t: Any) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_timestamp(t)
+
+
+def _stat(value: Any) -> Any:
+    """A statistic as Delta writes it (timestamps: ISO, milliseconds, UTC)."""
+    from datetime import datetime, timezone
+
+    if isinstance(value, datetime):
+        utc = value.astimezone(timezone.utc) if value.tzinfo else value
+        return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+    return value
+
+
+def _register_metrics(spark: "SparkSession", txn: Any, values: dict[str, int]) -> None:
+    """The commit's ``operationMetrics`` (what Delta's writer registers for a WRITE)."""
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    metrics = jvm_class(jvm, "org.apache.spark.sql.execution.metric.SQLMetrics")
+    found = jvm_class(jvm, "java.util.HashMap")()
+    for key, value in values.items():
+        metric = metrics.createMetric(spark.sparkContext._jsc.sc(), key)  # type: ignore[attr-defined]
+        metric.add(value)
+        found.put(key, metric)
+    immutable = getattr(getattr(jvm.scala.collection.immutable, "Map$"), "MODULE$")
+    pairs = jvm_class(jvm, "scala.jdk.javaapi.CollectionConverters").asScala(found).toSeq()
+    txn.registerSQLMetrics(spark._jsparkSession, immutable.apply(pairs))  # type: ignore[attr-defined]
+
+
 def create_table(spark: "SparkSession", location: str, schema: "StructType") -> bool:
     """Create an empty table (metadata only, version 0; no Spark job); False
     when a table is there already (or another writer created it meanwhile)."""

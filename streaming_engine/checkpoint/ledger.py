@@ -56,17 +56,24 @@ def record(
     """Append the epoch's rows in ONE commit; False when ``replay`` and they are
     there already. ``committed_at`` is the commit's instant (UTC).
     ``before_commit`` runs between the file write and the commit (fault injection)."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
     if replay and _has_epoch(spark, path, pipeline, epoch):
         return False
     now = datetime.now(timezone.utc)
+    now = now.replace(microsecond=now.microsecond // 1000 * 1000)  # whole milliseconds, as Delta's statistics
     data = [
         (job, pipeline, epoch, c.sink, c.table, redact_text(c.target), c.version, c.rows, c.skipped, now)
         for c in commits
     ]
-    df = spark.createDataFrame(data, _ledger_struct())
+    schema = _ledger_struct()
+    table = pa.Table.from_pylist(
+        [dict(zip(schema.names, row)) for row in data], schema=to_arrow_schema(schema, timezone="UTC")
+    )
     delta_txn.with_retries(
         f"append to the ledger {path}",
-        lambda: delta_log.append(spark, path, df, None, epoch, before_commit=before_commit),
+        lambda: delta_log.append_small(spark, path, table, schema, before_commit=before_commit),
     )
     return True
 
