@@ -278,6 +278,27 @@ def test_files_with_raw_bytes_compile_or_raise_engine_errors(fuzz_dir, fmt, job,
     compiles_or_engine_error(compile_file, path)
 
 
-def test_fuzzing_did_not_start_spark():
-    session = sys.modules.get("pyspark.sql.session")
-    assert session is None or session.SparkSession._instantiatedSession is None
+@pytest.fixture(scope="module", autouse=True)
+def no_spark_session():
+    """Compiling a job never starts Spark: while this module runs, getting a
+    SparkSession raises (the guard works whether or not an earlier test of the
+    suite already started one)."""
+    from pyspark.sql.session import SparkSession
+
+    original = SparkSession.Builder.getOrCreate
+
+    def refuse(self):  # noqa: ANN001
+        raise AssertionError("compiling a fuzzed job asked for a SparkSession")
+
+    SparkSession.Builder.getOrCreate = refuse
+    try:
+        yield
+    finally:
+        SparkSession.Builder.getOrCreate = original
+
+
+def test_the_spark_guard_is_active():
+    from pyspark.sql import SparkSession
+
+    with pytest.raises(AssertionError, match="asked for a SparkSession"):
+        SparkSession.builder.getOrCreate()
