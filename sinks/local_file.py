@@ -142,6 +142,9 @@ class LocalFile(Sink):
     def scans_input_once(self) -> bool:
         return True  # one write with an observed row count per table
 
+    def target_for(self, table: TableSchema) -> str:
+        return render(self.options.path, table)
+
     def open(self, ctx: Any, dataset: Dataset) -> dict[str, int]:
         """Per table, the newest epoch published by this sink (its markers).
         Staging left by a crash for an epoch at or below it is removed (that
@@ -149,7 +152,7 @@ class LocalFile(Sink):
         out = {}
         for table in dataset.tables:
             tag = _tag(ctx.txn_app_id(table.table_id))
-            root = _local_path(render(self.options.path, table))
+            root = _local_path(self.target_for(table))
             mark = max(_epochs(os.path.join(root, "_published"), tag, ".json"), default=-1)
             for epoch in _epochs(os.path.join(root, "_staging"), tag, ""):
                 if epoch <= mark:
@@ -169,7 +172,7 @@ class LocalFile(Sink):
     def _commit_table(self, ctx: Any, df: Any, table: TableSchema) -> Any:
         from streaming_engine.runtime.context import CommitRecord
 
-        target = render(self.options.path, table)
+        target = self.target_for(table)
         root = _local_path(target)
         tag = _tag(ctx.txn_app_id(table.table_id))
         name = f"{tag}-{ctx.batch_id:012d}"

@@ -304,6 +304,10 @@ class Sink(Plugin):
         """Where each table goes, for the physical plan (paths, table names)."""
         return []
 
+    def target_for(self, table: TableSchema) -> str:
+        """Where ``table`` goes (a path or table name; the ledger's target)."""
+        return table.table_id
+
     def describe(self) -> str:
         return self.name
 

@@ -92,11 +92,10 @@ class PipelineRunner:
                 continue
             lv = self.dag.vertex(v.members[0])
             held = lv.plugin.open(self._epoch_context(lv, where.newest), lv.schema)  # type: ignore[attr-defined]
-            described = lv.plugin.targets(lv.schema)  # type: ignore[attr-defined]
-            for i, table in enumerate(lv.schema.table_ids):
-                self.targets[(lv.uid, table)] = described[i].split(" -> ", 1)[-1] if i < len(described) else table
-                if table in held:
-                    self.marks[(lv.uid, table)] = held[table]
+            for table in lv.schema.tables:
+                self.targets[(lv.uid, table.table_id)] = lv.plugin.target_for(table)  # type: ignore[attr-defined]
+                if table.table_id in held:
+                    self.marks[(lv.uid, table.table_id)] = held[table.table_id]
         ahead = resume.check(where, self.checkpoint, self.marks, self.targets, self.dag.env.checkpoint_behind_targets)
         if ahead:
             log.warning(

@@ -110,7 +110,7 @@ def test_a_reset_checkpoint_stops_the_run_and_skip_keeps_exactly_the_rows_the_ta
     assert "CHECKPOINT.BEHIND_TARGETS" in error, error
     assert str(checkpoint) in error and "epochs up to -1" in error, error
     for target in ("append", "files", "upsert"):  # every target, with the epoch it holds
-        assert re.search(rf"\({re.escape(str(tmp_path / target))} \([^)]*\)\) holds epoch 2", error), error
+        assert re.search(rf"\({re.escape(str(tmp_path / target))}\) holds epoch 2", error), error
     assert "in.items" in error and "checkpoint.behind_targets = skip" in error, error
     assert not _commits(failed)  # stopped before the first epoch
     assert _state(spark, tmp_path) == before
