@@ -135,8 +135,8 @@ class Bench:
         unit: str = "s",
         stats_of: str | None = None,
     ) -> Result:
-        """Run ``engine`` and ``baseline`` alternately ``repeat`` times each
-        (after one warm-up each unless ``warmup`` is False). ``stats_of``: the
+        """Run ``engine`` and ``baseline`` alternately ``repeat`` times each,
+        in ABBA order (after one warm-up each unless ``warmup`` is False). ``stats_of``: the
         Delta table(s) a side writes in its work directory (a glob), whose
         per-file statistics the row reports."""
         print(f"-- {name}", flush=True)
@@ -146,7 +146,10 @@ class Bench:
         b: list[float] = []
         written: dict[str, str] = {}  # side -> what its first measured run's Delta log holds
         for i in range(repeat):
-            for side, out, tag in ((engine, e, "engine"), (baseline, b, "baseline")):
+            # ABBA: which side runs first alternates, so a JVM still warming
+            # up (JIT, caches) does not always favour the second side
+            order = ((engine, e, "engine"), (baseline, b, "baseline"))
+            for side, out, tag in order if i % 2 == 0 else order[::-1]:
 
                 def inspect(work: Path, tag: str = tag) -> None:
                     written[tag] = delta_log_facts(work, stats_of or "")
@@ -637,7 +640,7 @@ def render(results: list[Result], facts: str, command: str, started: float, took
         f"Run: `{command}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(started))}, "
         f"took {took_s / 60:.1f} min, load average at the end {os.getloadavg()[0]:.2f}",
         "",
-        "Each pair ran alternately (engine, baseline, engine, ...) after one warm-up of each. Sides: median "
+        "Each pair ran alternately in ABBA order (engine, baseline, baseline, engine, ...) after one warm-up of each. Sides: median "
         "(min-max) of the repeats, in seconds (per epoch where it says so). Ratio = engine / baseline of the same "
         "repeat (lower is better): median, and its spread (min-max) over the repeats. Met is decided on the median "
         "ratio; \"met at the margin\" when the spread crosses the goal.",

@@ -35,7 +35,7 @@ from sinks._placeholders import check_distinct_targets, check_template, render
 from streaming_engine.errors import SchemaError
 from streaming_engine.plugins.base import Sink, SinkOptions, missing_column
 from streaming_engine.plugins.registry import register
-from streaming_engine.schema import Dataset, TableSchema, is_numeric
+from streaming_engine.schema import KIND, SEQ, Dataset, TableSchema, is_numeric
 
 log = logging.getLogger("streaming_engine.sinks.delta")
 # STREAMING_ENGINE_DELTA_WRITER=dataframe: append every table through Delta's
@@ -171,6 +171,10 @@ class Delta(Sink):
 
     def scans_input_once(self) -> bool:
         return self.options.save_mode != "upsert"  # MERGE scans its source more than once
+
+    def reads_metadata(self) -> frozenset[str]:
+        # an append writes the table's columns; a MERGE reads row kinds and the order of changes
+        return frozenset({KIND, SEQ}) if self.options.save_mode == "upsert" else frozenset()
 
     def open(self, ctx: Any, dataset: Dataset) -> dict[str, int]:
         """Per table, the epoch its target holds for this sink's txn id, read

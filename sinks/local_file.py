@@ -111,6 +111,9 @@ class LocalFile(Sink):
     description = "Writes csv, json or parquet files, published atomically per micro-batch."
     commit_protocol = "staged-publish"
 
+    def reads_metadata(self) -> frozenset[str]:
+        return frozenset()  # every row becomes a line, whatever its kind, in the batch's order
+
     options: LocalFileSinkOptions
 
     def check_input(self, dataset: Dataset) -> None:

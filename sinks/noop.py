@@ -27,6 +27,9 @@ class Noop(Sink):
     description = "Consumes and discards rows; measures the pipeline without a sink's cost."
     commit_protocol = "none"
 
+    def reads_metadata(self) -> frozenset[str]:
+        return frozenset()
+
     def targets(self, dataset: Dataset) -> list[str]:
         return [f"{t.table_id} -> noop" for t in dataset.tables]
 

@@ -12,7 +12,7 @@ from pydantic import Field, field_validator, model_validator
 
 from streaming_engine.plugins.base import PluginOptions, Transform
 from streaming_engine.plugins.registry import register
-from streaming_engine.schema import TableSchema
+from streaming_engine.schema import KIND, TableSchema
 from transforms._common import MultiTableTransformOptions, as_list, no_duplicates
 
 RowKind = Literal["INSERT", "UPDATE_BEFORE", "UPDATE_AFTER", "DELETE"]
@@ -52,6 +52,9 @@ class FilterRowKind(Transform):
     Options = FilterRowKindOptions
     description = "Keeps or drops rows by their row kind."
     execution = "expression"
+
+    def reads_metadata(self) -> frozenset[str]:
+        return frozenset({KIND})
     chainable = True
     max_inputs = 1
 

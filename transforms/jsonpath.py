@@ -90,6 +90,9 @@ class JsonPath(Transform):
     Options = JsonPathOptions
     description = "Extracts values from JSON fields into new fields with JSONPath."
     execution = "python"
+
+    def reads_metadata(self) -> frozenset[str]:
+        return frozenset()  # reads its source fields only
     chainable = True
     max_inputs = 1
 

@@ -14,7 +14,7 @@ from pydantic import Field, field_validator
 
 from streaming_engine.plugins.base import PluginOptions, Transform
 from streaming_engine.plugins.registry import register
-from streaming_engine.schema import Column, TableSchema
+from streaming_engine.schema import KIND, Column, TableSchema
 from transforms._common import MultiTableTransformOptions, append_columns, upper
 from transforms._runtime import col
 
@@ -34,6 +34,9 @@ class RowKindExtractor(Transform):
     Options = RowKindExtractorOptions
     description = "Adds the row kind as a column and makes every row an INSERT."
     execution = "expression"
+
+    def reads_metadata(self) -> frozenset[str]:
+        return frozenset({KIND})
     chainable = True
     max_inputs = 1
 

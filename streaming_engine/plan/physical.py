@@ -16,6 +16,7 @@ from typing import Any
 
 from streaming_engine.dag.logical import LogicalDag, LogicalVertex
 from streaming_engine.plan.execution import ExecutionPlan, ExecutionVertex, Pipeline
+from streaming_engine.schema import META
 
 # How each transform execution style runs (declared by the plugin, never by name).
 _SEGMENT_OF = {"expression": "catalyst", "table": "catalyst", "python": "python"}
@@ -115,6 +116,22 @@ def persisted(dag: LogicalDag, p: Pipeline) -> frozenset[str]:
     return frozenset(out)
 
 
+def unread_metadata(dag: LogicalDag, p: Pipeline) -> tuple[str, ...]:
+    """Metadata columns of the row envelope no block of the pipeline reads
+    (``Plugin.reads_metadata``): the runtime leaves them null at the source,
+    so Spark prunes what computes them (a file source's row positions, say).
+    ``__table`` is read by the runtime itself when the batch holds several tables."""
+    read: set[str] = set()
+    for v in p.vertices:
+        if v.kind in ("transform_chain", "sink"):
+            read.update(*(dag.vertex(m).plugin.reads_metadata() for m in v.members))
+        elif v.kind == "source" and dag.vertex(v.members[0]).schema.is_multi_table:
+            read.add(META[0])
+    if len([v for v in p.vertices if v.kind == "source"]) > 1:
+        read.add(META[0])
+    return tuple(c for c in META if c not in read)
+
+
 def build(dag: LogicalDag, plan: ExecutionPlan) -> PhysicalPlan:
     lv = {v.id: v for v in dag.vertices}
     mode = dag.env.job_mode
@@ -125,9 +142,10 @@ def build(dag: LogicalDag, plan: ExecutionPlan) -> PhysicalPlan:
     for p in plan.pipelines:
         stages: list[Stage] = []
         cached = persisted(dag, p)
+        unread = unread_metadata(dag, p)
         for v in p.vertices:
             if v.kind == "source":
-                stages.append(_read_stage(v, lv[v.members[0]], dag, v.id in cached))
+                stages.append(_read_stage(v, lv[v.members[0]], dag, v.id in cached, unread))
             elif v.kind == "transform_chain":
                 stages.append(_chain_stage(v, lv, v.id in cached))
             elif v.kind == "shuffle":
@@ -141,19 +159,24 @@ def build(dag: LogicalDag, plan: ExecutionPlan) -> PhysicalPlan:
     return PhysicalPlan(dag.job_name, tuple(pipelines))
 
 
-def _read_stage(v: ExecutionVertex, lv: LogicalVertex, dag: LogicalDag, persist: bool) -> Stage:
+def _read_stage(
+    v: ExecutionVertex, lv: LogicalVertex, dag: LogicalDag, persist: bool, unread: tuple[str, ...]
+) -> Stage:
+    detail: dict[str, Any] = {
+        "plugin": lv.plugin_name,
+        "tables": list(lv.schema.table_ids),
+        "parallelism": v.parallelism,
+        "streaming": dag.env.streaming,
+        "persist": persist,
+    }
+    if unread:
+        detail["unread_metadata"] = list(unread)  # left null: not computed
     return Stage(
         "read",
         v.id,
         lv.plugin.describe(),
         (lv.id,),
-        {
-            "plugin": lv.plugin_name,
-            "tables": list(lv.schema.table_ids),
-            "parallelism": v.parallelism,
-            "streaming": dag.env.streaming,
-            "persist": persist,
-        },
+        detail,
     )
 
 

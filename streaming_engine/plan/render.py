@@ -77,6 +77,8 @@ def to_text(job: "CompiledJob") -> str:
         for i, s in enumerate(pp.stages, start=1):
             cache = "  (output persisted per epoch: read more than once)" if s.detail.get("persist") else ""
             lines.append(f"    {i}. [{s.kind}] {s.vertex}: {s.operator}{cache}")
+            if s.detail.get("unread_metadata"):
+                lines.append(f"       - not read downstream, left null: {', '.join(s.detail['unread_metadata'])}")
             for seg in s.detail.get("segments", ()):
                 lines.append(f"       - {seg['operator']}: {seg['describe']}")
             if s.kind == "sink-group":

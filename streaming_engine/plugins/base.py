@@ -26,7 +26,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from streaming_engine.errors import EngineError, SchemaError
 from streaming_engine.redact import redact_options
-from streaming_engine.schema import Dataset, TableSchema
+from streaming_engine.schema import META, Dataset, TableSchema
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -162,6 +162,14 @@ class Plugin:
         mode refuses the first two. Default: nothing."""
         return {}
 
+    def reads_metadata(self) -> frozenset[str]:
+        """The envelope's metadata columns (``__table``, ``__kind``, ``__seq``)
+        this block READS, not merely carries along. Where no block of a
+        pipeline reads one, the runtime leaves it null at the source, so Spark
+        never computes it (``plan.physical.unread_metadata``). Default: all of
+        them (a block that says nothing is assumed to read everything)."""
+        return frozenset(META)
+
 
 class Source(Plugin):
     kind: ClassVar[PluginKind] = "source"
@@ -249,6 +257,10 @@ class Transform(Plugin):
         """The output data columns, in order, as expressions over ``cols``
         (the input table's data columns by name)."""
         raise _not_runnable(self)
+
+    def reads_metadata(self) -> frozenset[str]:
+        # a projection computes its columns from data columns only
+        return frozenset() if self.is_projection() else frozenset(META)
 
     @classmethod
     def is_projection(cls) -> bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -23,7 +23,7 @@ from streaming_engine.checkpoint import ledger, resume
 from streaming_engine.dag.logical import LogicalDag
 from streaming_engine.errors import EngineError, RuntimeFailure
 from streaming_engine.plan.execution import ExecutionVertex, Pipeline
-from streaming_engine.plan.physical import checkpoint_location, persisted, slug, txn_app_id
+from streaming_engine.plan.physical import checkpoint_location, persisted, slug, txn_app_id, unread_metadata
 from streaming_engine.runtime import faults, rows
 from streaming_engine.runtime.chain import run_chain
 from streaming_engine.runtime.context import CommitRecord, EpochContext, SourceContext
@@ -35,7 +35,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql.streaming import StreamingQuery
 
 log = logging.getLogger("streaming_engine.runtime")
-_BACKGROUND = ThreadPoolExecutor(max_workers=2, thread_name_prefix="engine-prepare")
 Frames = dict[str, "DataFrame"]
 
 
@@ -51,7 +50,9 @@ class PipelineRunner:
     # (sink uid, table id) -> the newest epoch the target held when the query started
     marks: dict[tuple[str, str], int] = field(default_factory=dict)
     targets: dict[tuple[str, str], str] = field(default_factory=dict)
-    _ledger_ready: "Future[None] | None" = None
+    # the ledger's creation, started by the runner when the job starts (off the
+    # first epoch's critical path); every record waits for it
+    ledger_ready: "Future[None] | None" = None
 
     @property
     def _persisted(self) -> frozenset[str]:
@@ -129,9 +130,10 @@ class PipelineRunner:
                 interval_ms=self.dag.env.checkpoint_interval,
             )
             frames.append((lv.schema, lv.plugin.read(ctx)))  # type: ignore[attr-defined]
-        if len(frames) == 1:
-            return frames[0][1]
-        return _union_envelopes(frames, self.combined_dataset())
+        df = frames[0][1] if len(frames) == 1 else _union_envelopes(frames, self.combined_dataset())
+        # before foreachBatch, where Spark can still prune: a batch handed to
+        # foreachBatch is planned already, so what nothing reads would be computed
+        return rows.blank_metadata(df, unread_metadata(self.dag, self.pipeline))
 
     # -- one epoch -------------------------------------------------------------
     def _commit_epoch(self, batch: "DataFrame", batch_id: int) -> None:
@@ -139,9 +141,6 @@ class PipelineRunner:
         shuffled = False
         faults.maybe_crash("epoch_start", batch_id)
         cached: list["DataFrame"] = []
-        if self._ledger_ready is None:
-            # a new ledger is created while the first epoch writes (off its critical path)
-            self._ledger_ready = _BACKGROUND.submit(ledger.ensure, self.spark, self.ledger_path)
         try:
             if any(v.kind == "source" and v.id in self._persisted for v in self.pipeline.vertices):
                 dataset = self.combined_dataset()
@@ -165,11 +164,7 @@ class PipelineRunner:
             outputs = self._run_vertices(batch, batch_id, cached, shuffled)
             commits = self._commit_sinks(outputs, batch_id)
             faults.maybe_crash("before_ledger", batch_id)
-            try:
-                self._ledger_ready.result()
-            except Exception:
-                self._ledger_ready = None  # the next epoch tries again
-                raise
+            self._wait_for_ledger()
             ledger.record(
                 self.spark, self.ledger_path, self.dag.job_name, self.pipeline.key, batch_id, commits,
                 replay=batch_id == self.replay_epoch,
@@ -231,6 +226,17 @@ class PipelineRunner:
             commit_parallelism=self.dag.env.commit_parallelism,
             extras={"checkpoint_location": self.checkpoint},
         )
+
+    def _wait_for_ledger(self) -> None:
+        """The ledger exists (created by the runner in the background, or now)."""
+        ready, self.ledger_ready = self.ledger_ready, None
+        if ready is not None:
+            try:
+                ready.result()
+                return
+            except Exception as e:
+                log.warning("creating the ledger failed; trying again", extra={"error": _short(e)})
+        ledger.ensure(self.spark, self.ledger_path)
 
     def finish(self) -> None:
         """The query ended without error: let every sink check the whole run."""

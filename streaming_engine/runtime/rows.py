@@ -119,6 +119,8 @@ def split_tables(df: "DataFrame", dataset: Dataset) -> dict[str, "DataFrame"]:
 
     if not dataset.is_multi_table:
         t = dataset.tables[0]
+        if df.columns == [*META, *t.names]:
+            return {t.table_id: df}  # the source's frame is the table's already
         return {t.table_id: df.select(*META, *[F.col(_q(c)) for c in t.names])}
     slots = layout(dataset).columns
     built = _split_in_jvm(df, dataset, slots)
@@ -154,6 +156,16 @@ def _split_in_jvm(df: "DataFrame", dataset: Dataset, slots: dict[str, tuple[str,
 
 
 ENVELOPE_CLASS = "io.streamingengine.spark.Envelope"
+
+
+def blank_metadata(df: "DataFrame", names: "Sequence[str]") -> "DataFrame":
+    """``df`` with the metadata columns ``names`` replaced by typed nulls (column order kept)."""
+    if not names:
+        return df
+    from pyspark.sql import functions as F
+
+    types = dict(part.split() for part in META_DDL.split(", "))
+    return df.select(*[F.lit(None).cast(types[c]).alias(c) if c in names else column(c) for c in df.columns])
 
 
 

@@ -368,3 +368,32 @@ def test_an_older_change_in_a_later_epoch_never_overwrites_a_newer_row(spark, ru
     # epoch 3: a newer delete removes the row, a newer update replaces it
     assert state(3) == {1: ("newer", 11), 2: ("two-b", 21)}
     assert {r["id"]: r["val"] for r in ran.rows(spark, "kv")} == {1: "newer", 2: "two-b"}
+
+
+# -- metadata nothing reads is not computed (plan.physical.unread_metadata) --------
+
+PRUNE_JOB = """
+env { job.name = prune }
+source { LocalFile { plugin_output = src, path = "${work}/in", file_format_type = parquet,
+                     schema = { fields { id = bigint, name = string }, primaryKey { name = pk, columnNames = [id] } } } }
+sink { Delta { plugin_input = src, path = "${work}/out" %s } }
+"""
+
+
+@pytest.mark.parametrize("mode, computed", [("", False), (", save_mode = upsert", True)])
+def test_the_source_computes_row_positions_only_when_a_block_reads_the_sequence(spark, tmp_path, mode, computed):
+    """A file source's sequence (file time and row position) costs a column the
+    reader must produce; batches reach foreachBatch planned already, so the
+    pruning must happen in the streaming query's own plan."""
+    from streaming_engine.job import compile_text
+    from streaming_engine.runtime.events import EventBus
+    from streaming_engine.runtime.pipeline import PipelineRunner
+
+    _write_parquet_inputs(tmp_path / "in", n_files=1, rows_per_file=5)
+    job = compile_text(PRUNE_JOB.replace("${work}", str(tmp_path)) % mode)
+    runner = PipelineRunner(spark.newSession(), job.dag, job.plan.pipelines[0], EventBus(), str(tmp_path / "ledger"))
+    df = runner._source_frame()
+    # the optimizer the micro-batch runs (a streaming frame cannot be planned outside its query)
+    plan = df._jdf.sparkSession().sessionState().optimizer().execute(df._jdf.queryExecution().analyzed()).toString()
+    assert ("row_index" in plan) is computed, plan
+    assert ("file_modification_time" in plan) is computed, plan

@@ -226,3 +226,51 @@ def test_renderings_show_all_three_plans():
     assert dot.startswith("digraph") and '"pipeline-1/Shuffle [TestSource#1]"' in dot
     mermaid = render(job, "mermaid")
     assert mermaid.startswith("flowchart LR") and "Shuffle [TestSource#1]" in mermaid
+
+
+# -- metadata no block reads is left null at the source (Plugin.reads_metadata) --
+
+_META_JOB = """
+source { FakeSource { plugin_output = src, row.num = 3, schema = { fields { id = bigint, s = string } } %s } }
+%s
+sink { %s }
+"""
+
+
+def _unread(source_extra: str, transforms: str, sinks: str) -> list[str]:
+    job = compile_ok(_META_JOB % (source_extra, transforms, sinks))
+    [read] = [s for s in job.physical.pipelines[0].stages if s.kind == "read"]
+    return read.detail.get("unread_metadata", [])
+
+
+@pytest.mark.parametrize(
+    "transforms, sinks, unread",
+    [
+        # appends and projections read none of it: nothing is computed
+        ("", 'Delta { path = "/tmp/t" }', ["__table", "__kind", "__seq"]),
+        ('transform { Copy { fields { t = s } } }', 'Delta { path = "/tmp/t" }', ["__table", "__kind", "__seq"]),
+        # a MERGE reads row kinds and the order of changes
+        ("", 'Delta { path = "/tmp/t", save_mode = upsert, primary_key = [id] }', ["__table"]),
+        # a transform reading row kinds
+        ('transform { FilterRowKind { exclude_kinds = [DELETE] } }', 'Delta { path = "/tmp/t" }', ["__table", "__seq"]),
+        # a block that does not declare what it reads is assumed to read everything
+        ("", "Console { }", []),
+        ('transform { Sql { query = "select id from dual" } }', 'Delta { path = "/tmp/t" }', []),
+        # one reader in the pipeline is enough
+        ("", 'Delta { path = "/tmp/t" }\nConsole { }', []),
+    ],
+)
+def test_metadata_no_block_reads_is_left_null_at_the_source(transforms, sinks, unread):
+    assert _unread("", transforms, sinks) == unread
+
+
+def test_a_multi_table_batch_keeps_its_table_column():
+    job = compile_ok(
+        'source { FakeSource { plugin_output = src, row.num = 3, table-names = [a, b], schema = { fields { id = bigint } } } }\n'
+        'sink { Delta { path = "/tmp/${table_name}" } }'
+    )
+    [read] = [s for s in job.physical.pipelines[0].stages if s.kind == "read"]
+    assert read.detail["unread_metadata"] == ["__kind", "__seq"]
+    from streaming_engine.plan.render import render
+
+    assert "not read downstream, left null: __kind, __seq" in render(job, "text")
