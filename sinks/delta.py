@@ -216,7 +216,45 @@ class Delta(Sink):
 
         tables = [t for t in dataset.tables if t.table_id in frames]
         parallelism = 1 if self.options.save_mode == "upsert" else ctx.commit_parallelism
-        return map_concurrently(lambda t: self._write_table(ctx, frames[t.table_id], t), tables, parallelism)
+        done = self._write_in_one_job(ctx, tables)
+        rest = [t for t in tables if t.table_id not in done]
+        return [*done.values(), *map_concurrently(lambda t: self._write_table(ctx, frames[t.table_id], t), rest, parallelism)]
+
+    def _write_in_one_job(self, ctx: Any, tables: list[TableSchema]) -> dict[str, Any]:
+        """Appends of several tables of ONE multi-table source batch: one Spark
+        job writes all their files (``delta_log.append_tables``), each table
+        commits in its own transaction; the same files, statistics, commits
+        and txn actions as one ``delta_log.append`` per table. Tables it does
+        not take are written one by one (returned: those it wrote)."""
+        from streaming_engine.checkpoint import delta_log
+        from streaming_engine.runtime import faults, rows
+        from streaming_engine.runtime.context import CommitRecord
+
+        o = self.options
+        if ctx.envelope is None or o.save_mode == "upsert" or o.partition_by or not delta_log.one_job_available(ctx.spark):
+            return {}
+        batch, ordinals = ctx.envelope
+        engine = getattr(self, "_engine_writes", {})
+        slices = [
+            delta_log.TableSlice(t.table_id, engine[t.table_id], ctx.txn_app_id(t.table_id), ordinals[t.table_id],
+                                 rows.table_struct(t, meta=False))
+            for t in tables if t.table_id in engine and t.table_id in ordinals
+        ]
+        if len(slices) < 2:
+            return {}
+        written, refused = delta_log.append_tables(
+            ctx.spark, batch, slices, ctx.batch_id, ctx.commit_parallelism,
+            before_commit=lambda: faults.maybe_crash("sink_files_written", ctx.batch_id, ctx.sink_uid),
+            after_commit=lambda: faults.maybe_crash("sink_table_committed", ctx.batch_id, ctx.sink_uid),
+        )
+        for table_id, reason in refused.items():
+            log.info("Delta table written on its own", extra={"table": table_id, "reason": reason})
+        out = {}
+        for t in tables:
+            if t.table_id in written:
+                done = written[t.table_id]
+                out[t.table_id] = CommitRecord(ctx.sink_uid, t.table_id, self.target_for(t), done.rows, done.version, False)
+        return out
 
     def _target(self, table: TableSchema) -> Any:
         from streaming_engine.checkpoint import delta_txn

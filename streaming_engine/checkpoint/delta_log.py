@@ -146,6 +146,113 @@ def append(
     return Appended(int(version), rows)
 
 
+MULTI_TABLE_CLASS = "io.streamingengine.spark.MultiTableWrite"
+
+
+@dataclass(frozen=True)
+class TableSlice:
+    """One table of an envelope batch for :func:`append_tables`."""
+    table_id: str
+    location: str
+    app_id: str
+    ordinals: tuple[int, ...]  # the batch columns holding the table's columns, in the table's order
+    schema: "StructType"  # the table's columns (a new table is created with it)
+
+
+def one_job_available(spark: "SparkSession") -> bool:
+    """Whether :func:`append_tables` can run (the engine's JVM classes are on the class path)."""
+    return jvm_class(spark._jvm, MULTI_TABLE_CLASS) is not None  # type: ignore[attr-defined]
+
+
+def append_tables(
+    spark: "SparkSession",
+    batch: "DataFrame",
+    tables: Sequence[TableSlice],
+    epoch: int,
+    parallelism: int = 4,
+    before_commit: Any = None,
+    after_commit: Any = None,
+) -> tuple[dict[str, Appended], dict[str, str]]:
+    """:func:`append` for many tables of one envelope batch: ONE Spark job
+    writes every table's files (``MultiTableWrite.java``: Delta's Parquet
+    format and settings, Delta's own per-file statistics, final names in each
+    table's directory, any Hadoop file system), then each table commits its
+    files with its txn action in its own transaction (``parallelism`` at a
+    time). Tables this path does not write (partitioned, CHECK constraints,
+    or not :func:`append`-compatible) are returned with the reason, nothing
+    written for them: the caller writes them one by one. Rows of tables not
+    in ``tables`` are ignored. ``before_commit`` runs once between the write
+    and the commits, ``after_commit`` after each table's commit (fault injection)."""
+    from streaming_engine.runtime.parallel import map_concurrently
+
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    none = _none(spark)
+    started, refused = [], {}
+    for t in tables:
+        txn = _delta_log(spark, t.location).startTransaction(none, none)
+        if txn.readVersion() < 0:
+            txn.updateMetadataForNewTable(_action(jvm, {"metaData": _new_metadata(t.schema, ())}))
+            reason = None
+        else:
+            reason = _incompatibility(txn, t.schema, ()) or _one_job_refusal(txn)
+        if reason is None:
+            started.append((t, txn))
+        else:
+            refused[t.table_id] = reason
+    if not started:
+        return {}, refused
+    gateway = spark.sparkContext._gateway  # type: ignore[attr-defined]
+    n = len(started)
+    ids, roots, ordinals = (gateway.new_array(jvm.java.lang.String, n) for _ in range(3))
+    txns = gateway.new_array(jvm.org.apache.spark.sql.delta.OptimisticTransaction, n)
+    for i, (t, txn) in enumerate(started):
+        ids[i], roots[i] = t.table_id, txn.deltaLog().dataPath().toString()
+        ordinals[i], txns[i] = ",".join(map(str, t.ordinals)), txn
+    lines = jvm_class(jvm, MULTI_TABLE_CLASS).write(batch._jdf, ids, roots, ordinals, txns)  # ONE Spark job
+    files: dict[int, list[dict]] = {i: [] for i in range(n)}
+    for line in lines:
+        index, name, size, mtime, stats = line.split("\t", 4)
+        add = {"path": name, "partitionValues": {}, "size": int(size), "modificationTime": int(mtime), "dataChange": True}
+        if stats:
+            add["stats"] = stats
+        files[int(index)].append(add)
+    if before_commit is not None:
+        before_commit()
+
+    helper = jvm_class(jvm, MULTI_TABLE_CLASS)
+    operation = _write_operation(jvm)
+
+    def commit(i: int) -> Appended:
+        t, txn = started[i]
+        adds = files[i]
+        rows = sum(int(json.loads(a["stats"])["numRecords"]) for a in adds if "stats" in a)
+        actions = gateway.new_array(jvm.java.lang.String, len(adds) + 1)
+        for k, a in enumerate(adds):
+            actions[k] = json.dumps({"add": a})
+        actions[len(adds)] = json.dumps(
+            {"txn": {"appId": t.app_id, "version": epoch, "lastUpdated": int(time.time() * 1000)}}
+        )
+        version = helper.commit(
+            spark._jsparkSession, txn, actions, len(adds), rows, sum(a["size"] for a in adds), operation  # type: ignore[attr-defined]
+        )
+        if after_commit is not None:
+            after_commit()
+        return Appended(int(version), rows)
+
+    done = map_concurrently(commit, list(range(n)), parallelism)
+    return {t.table_id: a for (t, _), a in zip(started, done)}, refused
+
+
+def _one_job_refusal(txn: Any) -> str | None:
+    """Why :func:`append_tables` must not write a table :func:`append` may write."""
+    md = json.loads(txn.metadata().json())["metaData"]
+    if md.get("partitionColumns"):
+        return "it is partitioned"
+    if any(k.startswith("delta.constraints.") for k in (md.get("configuration") or {})):
+        return "it has CHECK constraints (Delta's writer enforces them)"
+    return None
+
+
 def append_small(
     spark: "SparkSession", location: str, table: Any, schema: "StructType", before_commit: Any = None
 ) -> Appended:

@@ -9,7 +9,7 @@ from streaming_engine.checkpoint.record import CommitRecord  # noqa: F401  (what
 from streaming_engine.schema import Dataset
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 
 @dataclass(frozen=True)
@@ -48,3 +48,8 @@ class EpochContext:
     txn_app_id: Callable[[str], str]  # table id -> stable Delta txnAppId
     commit_parallelism: int = 1  # per-table commits a sink may run concurrently
     extras: dict[str, Any] = field(default_factory=dict)
+    # when the sink's input is a multi-table source batch untouched by
+    # transforms: that batch (persisted, grouped by table) and, per table id,
+    # the ordinals of the batch columns holding the table's columns, so a sink
+    # may write every table in ONE pass instead of one job per table
+    envelope: "tuple[DataFrame, dict[str, tuple[int, ...]]] | None" = None

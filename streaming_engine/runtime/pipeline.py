@@ -162,7 +162,7 @@ class PipelineRunner:
                 # made 100 concurrent stages over the same blocks.
                 batch.count()
             outputs = self._run_vertices(batch, batch_id, cached, shuffled)
-            commits = self._commit_sinks(outputs, batch_id)
+            commits = self._commit_sinks(outputs, batch_id, batch if shuffled else None)
             faults.maybe_crash("before_ledger", batch_id)
             self._wait_for_ledger()
             ledger.record(
@@ -214,7 +214,14 @@ class PipelineRunner:
                 outputs[v.id] = kept
         return outputs
 
-    def _epoch_context(self, lv, batch_id: int) -> EpochContext:
+    def _reads_source(self, v: ExecutionVertex) -> bool:
+        """The sink's input is the source batch itself (directly or through the shuffle)."""
+        srcs = [self._vertex(e.src) for e in self.pipeline.edges if e.dst == v.id]
+        while len(srcs) == 1 and srcs[0].kind == "shuffle":
+            srcs = [self._vertex(e.src) for e in self.pipeline.edges if e.dst == srcs[0].id]
+        return len(srcs) == 1 and srcs[0].kind == "source"
+
+    def _epoch_context(self, lv, batch_id: int, envelope=None) -> EpochContext:
         return EpochContext(
             spark=self.spark,
             job_name=self.dag.job_name,
@@ -225,6 +232,7 @@ class PipelineRunner:
             txn_app_id=lambda table, uid=lv.uid: txn_app_id(self.dag, self.pipeline.key, uid, table),
             commit_parallelism=self.dag.env.commit_parallelism,
             extras={"checkpoint_location": self.checkpoint},
+            envelope=envelope,
         )
 
     def _wait_for_ledger(self) -> None:
@@ -245,8 +253,19 @@ class PipelineRunner:
                 lv = self.dag.vertex(v.members[0])
                 lv.plugin.finish(self._epoch_context(lv, self.last_epoch), lv.schema)  # type: ignore[attr-defined]
 
-    def _commit_sinks(self, outputs: dict[str, Frames], batch_id: int) -> list[CommitRecord]:
+    def _commit_sinks(
+        self, outputs: dict[str, Frames], batch_id: int, grouped: "DataFrame | None" = None
+    ) -> list[CommitRecord]:
+        """``grouped``: the multi-table source batch, grouped by table and
+        persisted (the shuffle by table), handed to sinks reading it untouched."""
         commits: list[CommitRecord] = []
+        envelope = None
+        if grouped is not None:
+            cols = grouped.columns
+            envelope = (grouped, {
+                t: tuple(cols.index(slot) for slot in slots)
+                for t, slots in rows.layout(self.combined_dataset()).columns.items()
+            })
         for v in self.pipeline.vertices:
             if v.kind != "sink":
                 continue
@@ -259,7 +278,8 @@ class PipelineRunner:
             todo = {t: df for t, df in frames.items() if t not in held}
             faults.maybe_crash("before_sink", batch_id, lv.uid)
             if todo:
-                commits.extend(lv.plugin.write(self._epoch_context(lv, batch_id), todo, lv.schema))  # type: ignore[attr-defined]
+                ctx = self._epoch_context(lv, batch_id, envelope if self._reads_source(v) else None)
+                commits.extend(lv.plugin.write(ctx, todo, lv.schema))  # type: ignore[attr-defined]
             faults.maybe_crash("after_sink", batch_id, lv.uid)
         return commits
 

@@ -62,6 +62,9 @@ LOCAL_CONF: dict[str, str] = {
 # The engine's own JVM classes (streaming_engine/runtime/jvm, built by
 # scripts/build_jvm.py), relative to jars_dir().
 ENGINE_JAR = "engine/streaming-engine-jvm.jar"
+# ... and those loaded with the pinned jars through spark.jars (shipped to the
+# executors, in Delta's class loader): the one-job multi-table Delta write.
+ENGINE_SPARK_JAR = "streaming-engine-spark.jar"
 
 # Hadoop's local file system through java.nio instead of one child process per
 # chmod/readlink (no libhadoop.so here): about 27 process starts per Delta

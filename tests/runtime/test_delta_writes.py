@@ -250,6 +250,43 @@ def test_fan_out_commits_every_table_with_the_sinks_txn_id_and_leaves_nothing_el
     assert len(unreferenced.get("c", {})) <= 1
 
 
+def test_a_fan_out_written_in_one_spark_job_equals_one_write_per_table(spark, run_job_text, tmp_path, monkeypatch):
+    """The one-job multi-table write (delta_log.append_tables) against Delta's
+    own DataFrameWriter, table by table, for the same epochs: the same rows,
+    per-file statistics, commits, txn actions and operation metrics."""
+    from streaming_engine.checkpoint import delta_log
+    from sinks.delta import WRITER_ENV
+
+    calls = []
+    original = delta_log.append_tables
+    monkeypatch.setattr(delta_log, "append_tables", lambda *a, **k: calls.append(len(a[2])) or original(*a, **k))
+    one_job = run_job_text(FANOUT, variables={"work": str(tmp_path / "one")})
+    assert one_job.result.status == "FINISHED", one_job.result.error
+    assert calls == [3, 3], calls  # both epochs, all three tables (db.c has no rows in epoch 1: a txn-only commit)
+    monkeypatch.setenv(WRITER_ENV, "dataframe")
+    per_table = run_job_text(FANOUT.replace("job.name = fan", "job.name = fan2"), variables={"work": str(tmp_path / "per")})
+    assert per_table.result.status == "FINISHED", per_table.result.error
+    assert len(calls) == 2  # not used for the DataFrameWriter run
+
+    for name in ("a", "b", "c"):
+        one, per = tmp_path / "one" / "out" / name, tmp_path / "per" / "out" / name
+        got = spark.read.format("delta").load(str(one))
+        want = spark.read.format("delta").load(str(per))
+        assert got.schema == want.schema
+        assert sorted(map(tuple, got.collect())) == sorted(map(tuple, want.collect()))
+        stats = {d: sorted((json.loads(a["stats"]) for a in _actions(d, "add")), key=json.dumps) for d in (one, per)}
+        assert stats[one] == stats[per], name
+        assert all({"numRecords", "minValues", "maxValues", "nullCount"} <= set(s) for s in stats[one])
+        # every file the one-job write made is committed (no empty file for an epoch without rows)
+        assert _data_files(one) == {a["path"] for a in _actions(one, "add")}
+        for d in (one, per):
+            hist = _history(spark, d)
+            assert {h["operation"] for h in hist} == {"WRITE"}
+        rows_by_version = {h["version"]: int(h["operationMetrics"].get("numOutputRows", 0)) for h in _history(spark, one)}
+        assert sum(rows_by_version.values()) == got.count()
+        assert [t["version"] for t in _actions(one, "txn")] == [t["version"] for t in _actions(per, "txn")]
+
+
 # -- 4: tables the engine leaves to Delta's DataFrameWriter --------------------------------------
 
 CHECKED = """
