@@ -37,6 +37,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
+from streaming_engine.checkpoint.delta_txn import conflict_kind
 from streaming_engine.jvm import jvm_class, jvm_constant
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -159,9 +160,29 @@ class TableSlice:
     schema: "StructType"  # the table's columns (a new table is created with it)
 
 
+# Table properties a one-job write honours as Delta's writer does (the
+# statistics settings are read by Delta's own tracker; the rest do not touch
+# how files are written). Any other property (file name prefixes, Parquet
+# format versions, auto-optimize, properties Delta adds later) sends the table
+# through Delta's writer: an allow-list, as ALLOWED_FEATURES.
+_ONE_JOB_PROPERTIES = frozenset({
+    "delta.appendOnly", "delta.enableChangeDataFeed", "delta.enableDeletionVectors", "delta.checkpointInterval",
+    "delta.checkpointPolicy", "delta.logRetentionDuration", "delta.deletedFileRetentionDuration",
+    "delta.dataSkippingNumIndexedCols", "delta.dataSkippingStatsColumns", "delta.enableInCommitTimestamps",
+    "delta.isolationLevel", "delta.minReaderVersion", "delta.minWriterVersion",
+})
+# Session settings under which Delta's writer lays files out or compacts them
+# differently: no one-job write while one is on.
+_ONE_JOB_SESSION_OFF = ("spark.databricks.delta.optimizeWrite.enabled", "spark.databricks.delta.autoCompact.enabled")
+
+
 def one_job_available(spark: "SparkSession") -> bool:
-    """Whether :func:`append_tables` can run (the engine's JVM classes are on the class path)."""
-    return jvm_class(spark._jvm, MULTI_TABLE_CLASS) is not None  # type: ignore[attr-defined]
+    """Whether :func:`append_tables` can run: the engine's JVM classes are on
+    the class path and no session setting changes how Delta's writer lays out
+    files (optimized writes, auto compaction)."""
+    if jvm_class(spark._jvm, MULTI_TABLE_CLASS) is None:  # type: ignore[attr-defined]
+        return False
+    return not any(str(spark.conf.get(k, "false")).strip().lower() not in ("false", "") for k in _ONE_JOB_SESSION_OFF)
 
 
 def append_tables(
@@ -181,7 +202,9 @@ def append_tables(
     time). Tables this path does not write (partitioned, CHECK constraints,
     or not :func:`append`-compatible) are returned with the reason, nothing
     written for them: the caller writes them one by one. Rows of tables not
-    in ``tables`` are ignored. ``before_commit`` runs once between the write
+    in ``tables`` are ignored. A table whose commit meets a concurrent change
+    (a Delta conflict) is returned as refused too, its files left uncommitted.
+    ``before_commit`` runs once between the write
     and the commits, ``after_commit`` after each table's commit (fault injection)."""
     from streaming_engine.runtime.parallel import map_concurrently
 
@@ -222,7 +245,7 @@ def append_tables(
     helper = jvm_class(jvm, MULTI_TABLE_CLASS)
     operation = _write_operation(jvm)
 
-    def commit(i: int) -> Appended:
+    def commit(i: int) -> Appended | str:
         t, txn = started[i]
         adds = files[i]
         rows = sum(int(json.loads(a["stats"])["numRecords"]) for a in adds if "stats" in a)
@@ -232,15 +255,27 @@ def append_tables(
         actions[len(adds)] = json.dumps(
             {"txn": {"appId": t.app_id, "version": epoch, "lastUpdated": int(time.time() * 1000)}}
         )
-        version = helper.commit(
-            spark._jsparkSession, txn, actions, len(adds), rows, sum(a["size"] for a in adds), operation  # type: ignore[attr-defined]
-        )
+        try:
+            version = helper.commit(
+                spark._jsparkSession, txn, actions, len(adds), rows, sum(a["size"] for a in adds), operation  # type: ignore[attr-defined]
+            )
+        except Exception as e:
+            kind = conflict_kind(e)
+            if kind is None:
+                raise
+            # another writer committed meanwhile: this table's files stay
+            # uncommitted (invisible, VACUUM removes them); the caller writes
+            # the table again on its own, with the per-table conflict retries
+            return f"its commit met a concurrent change ({kind})"
         if after_commit is not None:
             after_commit()
         return Appended(int(version), rows)
 
     done = map_concurrently(commit, list(range(n)), parallelism)
-    return {t.table_id: a for (t, _), a in zip(started, done)}, refused
+    for (t, _), result in zip(started, done):
+        if isinstance(result, str):
+            refused[t.table_id] = result
+    return {t.table_id: a for (t, _), a in zip(started, done) if isinstance(a, Appended)}, refused
 
 
 def _one_job_refusal(txn: Any) -> str | None:
@@ -248,8 +283,12 @@ def _one_job_refusal(txn: Any) -> str | None:
     md = json.loads(txn.metadata().json())["metaData"]
     if md.get("partitionColumns"):
         return "it is partitioned"
-    if any(k.startswith("delta.constraints.") for k in (md.get("configuration") or {})):
+    configuration = md.get("configuration") or {}
+    if any(k.startswith("delta.constraints.") for k in configuration):
         return "it has CHECK constraints (Delta's writer enforces them)"
+    other = sorted(k for k in configuration if k not in _ONE_JOB_PROPERTIES and not k.startswith("delta.feature."))
+    if other:
+        return f"table properties {', '.join(other)} (Delta's writer honours them)"
     return None
 
 

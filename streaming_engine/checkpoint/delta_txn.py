@@ -183,7 +183,7 @@ def with_retries(what: str, fn: Callable[[], T], attempts: int = 5, backoff_s: f
         try:
             return fn()
         except Exception as e:  # Delta raises py4j-wrapped JVM exceptions
-            kind = _conflict_kind(e)
+            kind = conflict_kind(e)
             if kind is None:
                 raise
             if kind in _RETRYABLE and attempt < attempts:
@@ -198,7 +198,7 @@ def with_retries(what: str, fn: Callable[[], T], attempts: int = 5, backoff_s: f
     raise AssertionError("unreachable")
 
 
-def _conflict_kind(e: Exception) -> str | None:
+def conflict_kind(e: Exception) -> str | None:
     text = f"{type(e).__name__}: {e}"
     m = re.search(r"(Concurrent\w+Exception|MetadataChangedException|ProtocolChangedException)", text)
     return m.group(1) if m else None

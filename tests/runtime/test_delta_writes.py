@@ -277,6 +277,16 @@ def test_a_fan_out_written_in_one_spark_job_equals_one_write_per_table(spark, ru
         stats = {d: sorted((json.loads(a["stats"]) for a in _actions(d, "add")), key=json.dumps) for d in (one, per)}
         assert stats[one] == stats[per], name
         assert all({"numRecords", "minValues", "maxValues", "nullCount"} <= set(s) for s in stats[one])
+        # the same physical encoding as Delta's writer (Parquet column types, logical types)
+        def footer(d: Path) -> set[tuple]:
+            out = set()
+            for a in _actions(d, "add"):
+                schema = pq.read_metadata(d / a["path"]).schema
+                out.add(tuple((schema.column(i).name, schema.column(i).physical_type, str(schema.column(i).logical_type))
+                              for i in range(len(schema))))
+            return out
+
+        assert footer(one) == footer(per), name
         # every file the one-job write made is committed (no empty file for an epoch without rows)
         assert _data_files(one) == {a["path"] for a in _actions(one, "add")}
         for d in (one, per):
@@ -317,7 +327,7 @@ def test_a_check_constraint_fails_the_epoch_that_violates_it_and_commits_none_of
 
 TABLES = """
 env { job.name = existing }
-source { FakeSource { plugin_output = src, table-names = [wide, part, rowtrack, colmap, fresh], rows.per.batch = 3,
+source { FakeSource { plugin_output = src, table-names = [wide, part, rowtrack, colmap, fresh, prefixed, checked], rows.per.batch = 3,
   schema = { fields { id = bigint, v = double, p = string } },
   rows = [ { kind = INSERT, fields = [1, 1.5, "a"] }, { kind = INSERT, fields = [2, 2.5, "b"] },
            { kind = INSERT, fields = [3, 3.5, "a"] }, { kind = INSERT, fields = [4, null, "b"] },
@@ -334,10 +344,15 @@ def test_existing_tables_with_other_columns_partitions_or_features_get_their_row
               "TBLPROPERTIES (delta.enableRowTracking = true)")
     spark.sql(f"CREATE TABLE delta.`{out / 'colmap'}` (id bigint, v double, p string) USING delta "
               "TBLPROPERTIES (delta.columnMapping.mode = 'name', delta.minReaderVersion = 2, delta.minWriterVersion = 5)")
+    # tables the engine commits itself, but the one-job fan-out leaves to a write of their own
+    spark.sql(f"CREATE TABLE delta.`{out / 'prefixed'}` (id bigint, v double, p string) USING delta "
+              "TBLPROPERTIES (delta.randomizeFilePrefixes = true)")
+    spark.sql(f"CREATE TABLE delta.`{out / 'checked'}` (id bigint, v double, p string) USING delta")
+    spark.sql(f"ALTER TABLE delta.`{out / 'checked'}` ADD CONSTRAINT positive CHECK (id > 0)")
     ran = run_job_text(TABLES)
     assert ran.result.status == "FINISHED", ran.result.error
     rows = [(1, 1.5, "a"), (2, 2.5, "b"), (3, 3.5, "a"), (4, None, "b"), (5, 5.5, None)]
-    for name in ("wide", "part", "rowtrack", "colmap", "fresh"):
+    for name in ("wide", "part", "rowtrack", "colmap", "fresh", "prefixed", "checked"):
         got = sorted(tuple(r[c] for c in ("id", "v", "p")) for r in ran.rows(spark, f"out/{name}"))
         assert got == rows, name
         # two epochs (3 + 2 rows), each committed once with the sink's txn id
@@ -364,6 +379,15 @@ def test_existing_tables_with_other_columns_partitions_or_features_get_their_row
     assert "schema" in decided["wide"][0]
     assert "rowTracking" in decided["rowtrack"][0]
     assert "columnMapping" in decided["colmap"][0] or "writer version 5" in decided["colmap"][0]
+    # the one-job fan-out takes only tables whose every property it honours; the others keep Delta's behaviour
+    on_their_own = {}
+    for r in delta_sink_log:
+        if r.getMessage() == "Delta table written on its own":
+            on_their_own.setdefault(r.table, set()).add(r.reason)
+    assert sorted(on_their_own) == ["checked", "part", "prefixed"], on_their_own
+    assert "randomizeFilePrefixes" in " ".join(on_their_own["prefixed"])
+    assert "CHECK" in " ".join(on_their_own["checked"]) and "partitioned" in " ".join(on_their_own["part"])
+    assert all("/" in a["path"] for a in _actions(out / "prefixed", "add"))  # Delta's random file prefixes
 
 
 # -- 6: MERGE with a sequence column across epochs ----------------------------------------
@@ -434,3 +458,32 @@ def test_the_source_computes_row_positions_only_when_a_block_reads_the_sequence(
     plan = df._jdf.sparkSession().sessionState().optimizer().execute(df._jdf.queryExecution().analyzed()).toString()
     assert ("row_index" in plan) is computed, plan
     assert ("file_modification_time" in plan) is computed, plan
+
+
+def test_a_one_job_table_whose_commit_meets_a_concurrent_change_is_handed_back_uncommitted(spark, tmp_path):
+    """delta_log.append_tables: another writer creates one of the new tables
+    between the write and the commits; that table's commit conflicts, its files
+    stay uncommitted and it is returned as refused (the sink then writes it on
+    its own, with the per-table retries); the other table commits."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    from streaming_engine.checkpoint import delta_log
+
+    batch = spark.range(6).select(
+        F.when(F.col("id") % 2 == 0, "t0").otherwise("t1").alias("__table"), F.lit("+I").alias("__kind"),
+        F.col("id").alias("__seq"), F.col("id").alias("c0"),
+    ).repartition(1).sortWithinPartitions("__table")
+    schema = StructType.fromDDL("id bigint")
+    slices = [delta_log.TableSlice(t, str(tmp_path / t), f"app.{t}", (3,), schema) for t in ("t0", "t1")]
+
+    def other_writer() -> None:
+        spark.range(1).write.format("delta").save(str(tmp_path / "t1"))
+
+    written, refused = delta_log.append_tables(spark, batch, slices, 0, before_commit=other_writer)
+    assert set(written) == {"t0"} and written["t0"].rows == 3
+    assert set(refused) == {"t1"} and "concurrent change" in refused["t1"], refused
+    assert sorted(r.id for r in spark.read.format("delta").load(str(tmp_path / "t0")).collect()) == [0, 2, 4]
+    # t1 holds only the other writer's row; the one-job files are not part of it
+    assert [r.id for r in spark.read.format("delta").load(str(tmp_path / "t1")).collect()] == [0]
+    assert not _actions(tmp_path / "t1", "txn")
