@@ -1,0 +1,88 @@
+"""SIGKILL inside the one-job fan-out (``delta_log.append_tables``): a
+multi-table batch written to four Delta tables in one Spark job, killed after
+the files are written and before any commit, after some tables committed, and
+after the sink committed every table; a fresh run finishes the job, and each
+table holds every row exactly once, each epoch committed once.
+
+The rows are the test's own (FakeSource ``rows``), the same six for each table,
+two per epoch."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.spark]
+
+ROOT = Path(__file__).resolve().parents[2]
+TABLES = ("t0", "t1", "t2", "t3")
+IDS = list(range(1, 7))
+JOB = """
+env { job.name = fan_crash, job.mode = BATCH, checkpoint.dir = "${work}/ck", job.retry.times = 0,
+      commit.parallelism = 1 }  # one table at a time where tables are written one by one
+source { FakeSource { plugin_output = src, table-names = [%s], rows.per.batch = 2,
+  schema = { fields { id = bigint, v = double } },
+  rows = [ %s ] } }
+sink { Delta { plugin_input = src, path = "${work}/out/${table_name}" } }
+""" % (", ".join(TABLES), ", ".join(f"{{ kind = INSERT, fields = [{i}, {i}.5] }}" for i in IDS))
+
+
+def _run(work: Path, fault: str | None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env.pop("STREAMING_ENGINE_FAULT", None)
+    if fault:
+        env["STREAMING_ENGINE_FAULT"] = fault
+    return subprocess.run(
+        [sys.executable, "-m", "streaming_engine", "run", "-c", str(work / "job.conf"), "-i", f"work={work}"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, start_new_session=True,
+    )
+
+
+def _committed_files(table: Path) -> set[str]:
+    out = set()
+    for f in (table / "_delta_log").glob("*.json"):
+        for line in f.read_text().splitlines():
+            if '"add"' in line:
+                out.add(json.loads(line)["add"]["path"])
+    return out
+
+
+def _txn_versions(table: Path) -> list[int]:
+    out = []
+    for f in sorted((table / "_delta_log").glob("*.json"), key=lambda p: int(p.stem)):
+        for line in f.read_text().splitlines():
+            if '"txn"' in line:
+                out.append(json.loads(line)["txn"]["version"])
+    return out
+
+
+@pytest.mark.parametrize("fault", ["sink_files_written@1", "sink_table_committed@1", "after_sink@1"])
+def test_a_kill_inside_the_one_job_fan_out_leaves_every_table_exactly_once(spark, tmp_path, fault):
+    (tmp_path / "job.conf").write_text(JOB)
+    killed = _run(tmp_path, fault)
+    assert killed.returncode == -signal.SIGKILL, killed.stdout[-2000:] + killed.stderr[-2000:]
+    if fault == "sink_files_written@1":
+        # one job wrote every table's epoch-1 file before any commit (one write per
+        # table would have died after the first table's files): each table has a
+        # file its log does not name, and none committed epoch 1
+        for t in TABLES:
+            table = tmp_path / "out" / t
+            assert _txn_versions(table) == [0], t
+            assert {p.name for p in table.glob("*.parquet")} - _committed_files(table), t
+    else:
+        # the kill came after at least one table committed epoch 1: the crash is inside the sink's work
+        assert any(1 in _txn_versions(tmp_path / "out" / t) for t in TABLES)
+    done = _run(tmp_path, None)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    for t in TABLES:
+        table = tmp_path / "out" / t
+        ids = sorted(r.id for r in spark.read.format("delta").load(str(table)).collect())
+        assert ids == IDS, (t, ids)
+        # every epoch committed once, in order, by this sink's txn id
+        assert _txn_versions(table) == [0, 1, 2], t
