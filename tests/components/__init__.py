@@ -1,0 +1,149 @@
+"""Real servers for the CDC tests, started as subprocesses on free 127.0.0.1 ports.
+
+* ``KafkaBroker`` (``tests.components.kafka``): Apache Kafka 4.4, KRaft, one node;
+* ``PostgresServer`` (``tests.components.postgres``): the Debian PostgreSQL 15,
+  ``wal_level=logical``;
+* ``DebeziumPostgresToKafka`` (``tests.components.debezium``): the Debezium embedded
+  engine (``java/DebeziumToKafka.java``) capturing PostgreSQL tables into Kafka.
+
+Their jars are fetched by ``scripts/fetch_components.py`` (into the git-ignored
+``.components/``); every class calls ``ensure()`` itself. Pytest fixtures are in
+``tests.components.fixtures``.
+
+This module holds what the three share: free ports, stopping a process by its pid,
+the tail of a log.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+__all__ = ["KafkaBroker", "PostgresServer", "DebeziumPostgresToKafka", "ComponentError"]
+
+
+class ComponentError(RuntimeError):
+    """A server did not start (or stop) as expected; the message has its log's tail."""
+
+
+def __getattr__(name: str):  # lazy re-exports: `from tests.components import KafkaBroker`
+    if name == "KafkaBroker":
+        from tests.components.kafka import KafkaBroker
+
+        return KafkaBroker
+    if name == "PostgresServer":
+        from tests.components.postgres import PostgresServer
+
+        return PostgresServer
+    if name == "DebeziumPostgresToKafka":
+        from tests.components.debezium import DebeziumPostgresToKafka
+
+        return DebeziumPostgresToKafka
+    raise AttributeError(name)
+
+
+def ensure_component(name: str) -> Path:
+    """``scripts/fetch_components.py``'s ``ensure(name)``: the component's folder."""
+    path = PROJECT_ROOT / "scripts" / "fetch_components.py"
+    spec = importlib.util.spec_from_file_location("_fetch_components", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    try:
+        return module.ensure(name)
+    except module.FetchError as exc:
+        raise ComponentError(str(exc)) from None
+
+
+def java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").is_file():
+        return str(Path(home) / "bin" / "java")
+    found = shutil.which("java")
+    if found is None:
+        raise ComponentError("java not found: install a Java 17+ runtime or set JAVA_HOME")
+    return found
+
+
+# Short-lived test JVMs on 2 cores: C1 only, serial GC.
+JVM_TEST_FLAGS = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Djava.awt.headless=true"]
+
+
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def free_ports(n: int) -> list[int]:
+    """n distinct free ports (all sockets held open while choosing)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def log_tail(path: Path, lines: int = 40) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return f"(no log at {path})"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def stop_process(
+    proc: subprocess.Popen | None,
+    *,
+    timeout: float = 20.0,
+    first_signal: int = signal.SIGTERM,
+    kill_timeout: float = 10.0,
+) -> int | None:
+    """Stop ``proc`` by its own pid: ``first_signal``, then SIGKILL after ``timeout``.
+
+    Returns the exit code (None if the process was never started)."""
+    if proc is None:
+        return None
+    if proc.poll() is None:
+        try:
+            proc.send_signal(first_signal)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=kill_timeout)
+    return proc.returncode
+
+
+def wait_until(predicate, timeout: float, interval: float = 0.1) -> bool:
+    deadline = time.monotonic() + timeout
+    while True:
+        if predicate():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval)
