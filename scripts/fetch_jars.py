@@ -82,6 +82,11 @@ def log(msg: str) -> None:
     print(f"fetch_jars: {msg}", file=sys.stderr, flush=True)
 
 
+# built by scripts/build_jvm.py into the same folder (it must sit beside Delta
+# in spark.jars): not a pinned artifact, never removed as stale
+BUILT_JARS = {"streaming-engine-spark.jar"}
+
+
 def jars_dir() -> Path:
     env = os.environ.get("STREAMING_ENGINE_JARS_DIR")
     return Path(env).expanduser().resolve() if env else PROJECT_ROOT / ".jars"
@@ -256,7 +261,7 @@ def fetch(check_only: bool = False, verify: bool = False) -> int:
 
     present = {p.name for p in out.glob("*.jar")} if out.is_dir() else set()
     missing = [a for a in artifacts if a.jar not in present or (out / a.jar).stat().st_size == 0]
-    stale = sorted(present - wanted)
+    stale = sorted(present - wanted - BUILT_JARS)
 
     if check_only:
         for a in missing:

@@ -210,14 +210,16 @@ def append_tables(
 
     jvm = spark._jvm  # type: ignore[attr-defined]
     none = _none(spark)
-    started, refused = [], {}
-    for t in tables:
+
+    def start(t: TableSlice) -> tuple[Any, str | None]:
         txn = _delta_log(spark, t.location).startTransaction(none, none)
         if txn.readVersion() < 0:
             txn.updateMetadataForNewTable(_action(jvm, {"metaData": _new_metadata(t.schema, ())}))
-            reason = None
-        else:
-            reason = _incompatibility(txn, t.schema, ()) or _one_job_refusal(txn)
+            return txn, None
+        return txn, _incompatibility(txn, t.schema, ()) or _one_job_refusal(txn)
+
+    started, refused = [], {}
+    for t, (txn, reason) in zip(tables, map_concurrently(start, tables, parallelism)):
         if reason is None:
             started.append((t, txn))
         else:
@@ -226,12 +228,11 @@ def append_tables(
         return {}, refused
     gateway = spark.sparkContext._gateway  # type: ignore[attr-defined]
     n = len(started)
-    ids, roots, ordinals = (gateway.new_array(jvm.java.lang.String, n) for _ in range(3))
     txns = gateway.new_array(jvm.org.apache.spark.sql.delta.OptimisticTransaction, n)
-    for i, (t, txn) in enumerate(started):
-        ids[i], roots[i] = t.table_id, txn.deltaLog().dataPath().toString()
-        ordinals[i], txns[i] = ",".join(map(str, t.ordinals)), txn
-    lines = jvm_class(jvm, MULTI_TABLE_CLASS).write(batch._jdf, ids, roots, ordinals, txns)  # ONE Spark job
+    for i, (_, txn) in enumerate(started):
+        txns[i] = txn
+    spec = json.dumps([[t.table_id, list(t.ordinals)] for t, _ in started])
+    lines = jvm_class(jvm, MULTI_TABLE_CLASS).write(batch._jdf, spec, txns)  # ONE Spark job
     files: dict[int, list[dict]] = {i: [] for i in range(n)}
     for line in lines:
         index, name, size, mtime, stats = line.split("\t", 4)
@@ -249,15 +250,12 @@ def append_tables(
         t, txn = started[i]
         adds = files[i]
         rows = sum(int(json.loads(a["stats"])["numRecords"]) for a in adds if "stats" in a)
-        actions = gateway.new_array(jvm.java.lang.String, len(adds) + 1)
-        for k, a in enumerate(adds):
-            actions[k] = json.dumps({"add": a})
-        actions[len(adds)] = json.dumps(
-            {"txn": {"appId": t.app_id, "version": epoch, "lastUpdated": int(time.time() * 1000)}}
-        )
+        actions = [json.dumps({"add": a}) for a in adds]
+        actions.append(json.dumps({"txn": {"appId": t.app_id, "version": epoch, "lastUpdated": int(time.time() * 1000)}}))
         try:
             version = helper.commit(
-                spark._jsparkSession, txn, actions, len(adds), rows, sum(a["size"] for a in adds), operation  # type: ignore[attr-defined]
+                spark._jsparkSession, txn, "\n".join(actions), len(adds), rows, sum(a["size"] for a in adds),  # type: ignore[attr-defined]
+                operation,
             )
         except Exception as e:
             kind = conflict_kind(e)

@@ -8,6 +8,7 @@ runs them in ONE ``mapInArrow`` pass per table, never one pass per transform.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from streaming_engine.dag.logical import LogicalDag, LogicalVertex
@@ -20,7 +21,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
-Frames = dict[str, "DataFrame"]
+Frames = Mapping[str, "DataFrame"]
 
 
 def transform_context(spark: "SparkSession", dag: LogicalDag, v: LogicalVertex, batch_id: int) -> TransformContext:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from concurrent.futures import Future
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -35,7 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql.streaming import StreamingQuery
 
 log = logging.getLogger("streaming_engine.runtime")
-Frames = dict[str, "DataFrame"]
+Frames = Mapping[str, "DataFrame"]
 
 
 @dataclass
@@ -156,11 +157,6 @@ class PipelineRunner:
                     shuffled = True
                 batch = batch.persist()
                 cached.append(batch)
-                # build the cache in ONE job now: otherwise every per-table read
-                # planned before it exists (adaptive execution's table-cache
-                # stages) starts a job that builds or waits for it, 100 tables
-                # made 100 concurrent stages over the same blocks.
-                batch.count()
             outputs = self._run_vertices(batch, batch_id, cached, shuffled)
             commits = self._commit_sinks(outputs, batch_id, batch if shuffled else None)
             faults.maybe_crash("before_ledger", batch_id)
@@ -194,14 +190,19 @@ class PipelineRunner:
         After the shuffle by table each table's rows sit in ONE partition: its
         frame is coalesced to one, so a per-table job is one task (not one
         per shuffle partition, the others empty; a writer's empty first task
-        would still leave an empty file)."""
-        per_table = rows.split_tables(base, self.combined_dataset())
-        if shuffled:
-            per_table = {t: df.coalesce(1) for t, df in per_table.items()}
+        would still leave an empty file). The per-table frames are built when
+        first used (a sink writing the batch itself never asks for them)."""
+        # a persisted batch is built in ONE job before its per-table frames
+        # are: otherwise every per-table read planned before the cache exists
+        # (adaptive execution's table-cache stages) starts a job that builds
+        # or waits for it, 100 tables made 100 concurrent stages over the same
+        # blocks. A sink writing the envelope itself (one job) builds it first.
+        materialize = base.count if cached and cached[0] is base else None
+        per_table = rows.lazy_split(base, self.combined_dataset(), coalesce=shuffled, before=materialize)
         outputs: dict[str, Frames] = {}
         for v in self._topological():
             if v.kind == "source":
-                outputs[v.id] = {t: per_table[t] for t in v.schema.table_ids}
+                outputs[v.id] = per_table.subset(v.schema.table_ids)
             elif v.kind == "transform_chain":
                 members = [self.dag.vertex(m) for m in v.members]
                 outputs[v.id] = run_chain(self.spark, self.dag, members, self._inputs(v, outputs), batch_id)
@@ -275,7 +276,7 @@ class PipelineRunner:
             # crash, or checkpoint.behind_targets = skip): not written again
             held = [t for t in frames if batch_id <= self.marks.get((lv.uid, t), -1)]
             commits.extend(CommitRecord(lv.uid, t, self.targets.get((lv.uid, t), t), 0, None, True) for t in held)
-            todo = {t: df for t, df in frames.items() if t not in held}
+            todo = rows.subset(frames, [t for t in frames if t not in held])
             faults.maybe_crash("before_sink", batch_id, lv.uid)
             if todo:
                 ctx = self._epoch_context(lv, batch_id, envelope if self._reads_source(v) else None)
@@ -284,10 +285,12 @@ class PipelineRunner:
         return commits
 
     def _inputs(self, v: ExecutionVertex, outputs: dict[str, Frames]) -> Frames:
-        merged: Frames = {}
-        for e in self.pipeline.edges:
-            if e.dst == v.id:
-                merged.update(outputs[e.src])
+        sources = [outputs[e.src] for e in self.pipeline.edges if e.dst == v.id]
+        if len(sources) == 1:
+            return sources[0]
+        merged: dict[str, "DataFrame"] = {}
+        for frames in sources:
+            merged.update(frames)
         return merged
 
     def _vertex(self, vid: str) -> ExecutionVertex:

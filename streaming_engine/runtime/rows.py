@@ -19,8 +19,10 @@ tables) through Arrow, the shuffle and the cache), and types never clash.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence, TypeVar
+from typing import TYPE_CHECKING, Iterable, Sequence, TypeVar
 
 from streaming_engine.schema import (  # noqa: F401  (the envelope's names, re-exported)
     DELETE, INSERT, KIND, KIND_OF_NAME, META, META_DDL, NAME_OF_KIND, ROW_KINDS, SEQ, TABLE, UPDATE_AFTER,
@@ -92,11 +94,20 @@ def table_ddl(table: TableSchema, meta: bool = True) -> str:
 
 
 def table_struct(table: TableSchema, meta: bool = True) -> "StructType":
+    from pyspark.sql.types import StructType
+
+    return StructType.fromJson(_ddl_json(table_ddl(table, meta)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _ddl_json(ddl: str) -> dict:
+    """A DDL string parsed (by the JVM: one py4j call) once per process; a
+    fan-out asks for the same tables' structs every epoch."""
     from pyspark.sql.types import StructType, _parse_datatype_string
 
-    dt = _parse_datatype_string(table_ddl(table, meta))
+    dt = _parse_datatype_string(ddl)
     assert isinstance(dt, StructType)
-    return dt
+    return dt.jsonValue()
 
 
 def envelope_struct(dataset: Dataset) -> "StructType":
@@ -111,6 +122,73 @@ def envelope_struct(dataset: Dataset) -> "StructType":
     for slot, ddl in layout(dataset).slots:
         fields.append(StructField(slot, _parse_datatype_string(ddl), True))
     return StructType(fields)
+
+
+class TableFrames(Mapping[str, "DataFrame"]):
+    """Per-table frames of one batch, built when a frame is first asked for,
+    all at once (one py4j call for a multi-table batch): a batch whose tables
+    are all written from the envelope itself (the one-job fan-out) never
+    builds them. Views made by :meth:`subset` share the one build."""
+
+    def __init__(self, keys: Iterable[str], build: "Callable[[], Mapping[str, DataFrame]]") -> None:
+        self._keys = tuple(keys)
+        self._build: "Callable[[], Mapping[str, DataFrame]] | None" = build
+        self._built: "Mapping[str, DataFrame] | None" = None
+        self._parent: TableFrames | None = None
+
+    def _frames(self) -> "Mapping[str, DataFrame]":
+        if self._parent is not None:
+            return self._parent._frames()
+        if self._built is None:
+            assert self._build is not None
+            self._built, self._build = self._build(), None
+        return self._built
+
+    def __getitem__(self, key: str) -> "DataFrame":
+        if key not in self._keys:
+            raise KeyError(key)
+        return self._frames()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys
+
+    def subset(self, keys: Iterable[str]) -> "TableFrames":
+        """The frames of ``keys`` (in that order; each must be here), unbuilt."""
+        keys = tuple(keys)
+        missing = [k for k in keys if k not in self._keys]
+        if missing:
+            raise KeyError(missing[0])
+        view = TableFrames(keys, lambda: {})
+        view._build, view._parent = None, self
+        return view
+
+
+def subset(frames: "Mapping[str, DataFrame]", keys: Iterable[str]) -> "Mapping[str, DataFrame]":
+    """``frames`` restricted to ``keys``, without building lazy frames."""
+    if isinstance(frames, TableFrames):
+        return frames.subset(keys)
+    return {k: frames[k] for k in keys}
+
+
+def lazy_split(
+    df: "DataFrame", dataset: Dataset, coalesce: bool = False, before: "Callable[[], object] | None" = None
+) -> TableFrames:
+    """:func:`split_tables`, built on first use; ``coalesce``: each frame in
+    one partition; ``before`` runs first (once)."""
+
+    def build() -> "dict[str, DataFrame]":
+        if before is not None:
+            before()
+        frames = split_tables(df, dataset)
+        return {t: f.coalesce(1) for t, f in frames.items()} if coalesce else frames
+
+    return TableFrames([t.table_id for t in dataset.tables], build)
 
 
 def split_tables(df: "DataFrame", dataset: Dataset) -> dict[str, "DataFrame"]:

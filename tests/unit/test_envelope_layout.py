@@ -28,3 +28,32 @@ def test_each_type_gets_as_many_slots_as_the_table_with_most_columns_of_it():
         slots = lay.columns[t.table_id]
         assert len(set(slots)) == len(slots) == len(t.columns)  # no two columns of a table share a slot
         assert [lay.slot_type(s) for s in slots] == [c.type for c in t.columns]  # a slot holds one type only
+
+
+def test_table_frames_are_built_once_on_first_use_and_views_share_the_build():
+    from streaming_engine.runtime.rows import TableFrames, subset
+
+    built = []
+
+    def build():
+        built.append(1)
+        return {"a": "frame-a", "b": "frame-b", "c": "frame-c"}
+
+    frames = TableFrames(["a", "b", "c"], build)
+    view = frames.subset(["c", "a"])
+    narrower = subset(view, ["a"])
+    # keys, membership and sizes never build
+    assert list(frames) == ["a", "b", "c"] and list(view) == ["c", "a"] and len(narrower) == 1
+    assert "b" in frames and "b" not in view
+    assert built == []
+    assert narrower["a"] == "frame-a"
+    assert dict(view.items()) == {"c": "frame-c", "a": "frame-a"}
+    assert frames["b"] == "frame-b"
+    assert built == [1]  # one build for the mapping and all its views
+    import pytest
+
+    with pytest.raises(KeyError):
+        view["b"]
+    with pytest.raises(KeyError):
+        frames.subset(["z"])
+    assert subset({"a": 1, "b": 2}, ["b"]) == {"b": 2}

@@ -24,10 +24,10 @@ import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.ProjectingInternalRow;
+import org.apache.spark.sql.catalyst.ProjectingInternalRow$;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
-import org.apache.spark.sql.catalyst.expressions.BoundReference;
 import org.apache.spark.sql.catalyst.expressions.Expression;
-import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
 import org.apache.spark.sql.catalyst.types.DataTypeUtils;
 import org.apache.spark.sql.delta.OptimisticTransaction;
 import org.apache.spark.sql.delta.stats.DeltaJobStatisticsTracker;
@@ -35,7 +35,6 @@ import org.apache.spark.sql.execution.datasources.OutputWriter;
 import org.apache.spark.sql.execution.datasources.OutputWriterFactory;
 import org.apache.spark.sql.execution.datasources.WriteTaskStatsTracker;
 import org.apache.spark.sql.execution.datasources.parquet.ParquetWriteSupport;
-import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.types.UTF8String;
 import org.apache.spark.util.SerializableConfiguration;
@@ -52,8 +51,9 @@ import scala.jdk.javaapi.CollectionConverters;
  * table's transaction ({@code getOptionalStatsTrackerAndStatsCollection}).
  *
  * <p>The input is the engine's row envelope: column 0 is the table id, the
- * table's columns sit in slots at known ordinals ({@code ordinalLists[i]}:
- * comma-separated, in the table's column order); rows of other tables are
+ * table's columns sit in slots at known ordinals ({@code tablesJson}:
+ * {@code [[table id, [ordinal, ...]], ...]} in the order of {@code txns}, the
+ * ordinals in the table's column order); rows of other tables are
  * skipped. Each task writes, for each
  * table whose rows it holds, files under their final names in the table's
  * directory, through Hadoop's FileSystem (any scheme; no staging, no rename).
@@ -68,22 +68,33 @@ public final class MultiTableWrite {
     private MultiTableWrite() {}
 
     @SuppressWarnings({"unchecked", "rawtypes"})
-    public static String[] write(
-            Dataset<Row> batch, String[] ids, String[] roots, String[] ordinalLists, OptimisticTransaction[] txns)
+    public static String[] write(Dataset<Row> batch, String tablesJson, OptimisticTransaction[] txns)
             throws IOException {
         SparkSession spark = batch.sparkSession();
-        int n = ids.length;
+        // [[table id, [ordinal, ...]], ...] in the order of txns
+        com.fasterxml.jackson.databind.JsonNode tables =
+            new com.fasterxml.jackson.databind.ObjectMapper().readTree(tablesJson);
+        int n = txns.length;
+        String[] ids = new String[n];
+        String[] roots = new String[n];
         int[][] ordinals = new int[n][];
         for (int i = 0; i < n; i++) {
-            String[] parts = ordinalLists[i].isEmpty() ? new String[0] : ordinalLists[i].split(",");
-            ordinals[i] = new int[parts.length];
-            for (int k = 0; k < parts.length; k++) {
-                ordinals[i][k] = Integer.parseInt(parts[k]);
+            com.fasterxml.jackson.databind.JsonNode t = tables.get(i);
+            ids[i] = t.get(0).asText();
+            roots[i] = txns[i].deltaLog().dataPath().toString();
+            ordinals[i] = new int[t.get(1).size()];
+            for (int k = 0; k < ordinals[i].length; k++) {
+                ordinals[i][k] = t.get(1).get(k).asInt();
             }
         }
         StructType[] schemas = new StructType[n];
-        Object[] dataCols = new Object[n];
-        Expression[] statsExprs = new Expression[n];
+        // tables alike (schema, settings, protocol) share one statistics
+        // expression, and in each task one Parquet configuration and one
+        // statistics tracker (their generated code built once, not per file)
+        int[] groupOf = new int[n];
+        List<Object> dataCols = new ArrayList<>();
+        List<Expression> statsExprs = new ArrayList<>();
+        List<StructType> groupSchemas = new ArrayList<>();
         Map<String, Integer> alike = new HashMap<>();
         for (int i = 0; i < n; i++) {
             StructType schema = txns[i].metadata().schema();
@@ -93,24 +104,27 @@ public final class MultiTableWrite {
                         + ordinals[i].length);
             }
             schemas[i] = schema;
-            // tables alike (schema, settings, protocol) get the same statistics expression: built once
             String key = txns[i].metadata().schemaString() + "\u0001" + txns[i].metadata().configuration()
                 + "\u0001" + txns[i].protocol().json();
             Integer same = alike.get(key);
             if (same != null) {
-                dataCols[i] = dataCols[same];
-                statsExprs[i] = statsExprs[same];
+                groupOf[i] = same;
                 continue;
             }
-            alike.put(key, i);
+            groupOf[i] = groupSchemas.size();
+            alike.put(key, groupOf[i]);
+            groupSchemas.add(schema);
             Seq output = DataTypeUtils.toAttributes(schema);
             scala.Tuple2 trackers = txns[i].getOptionalStatsTrackerAndStatsCollection(
                 output, new Path(roots[i]), new StructType(), batch);
             scala.Option tracker = (scala.Option) trackers._1();
             if (tracker.isDefined()) {
                 DeltaJobStatisticsTracker t = (DeltaJobStatisticsTracker) tracker.get();
-                dataCols[i] = t.dataCols();
-                statsExprs[i] = t.statsColExpr();
+                dataCols.add(t.dataCols());
+                statsExprs.add(t.statsColExpr());
+            } else {
+                dataCols.add(null);
+                statsExprs.add(null);
             }
         }
         // the Parquet settings of Delta's writer (session and table options), the
@@ -120,7 +134,8 @@ public final class MultiTableWrite {
         OutputWriterFactory factory = txns[0].deltaLog()
             .fileFormat(txns[0].protocol(), txns[0].metadata())
             .prepareWrite(spark, job, scala.collection.immutable.Map$.MODULE$.empty(), schemas[0]);
-        Task task = new Task(ids, roots, ordinals, schemas, dataCols, statsExprs, factory,
+        Task task = new Task(ids, roots, ordinals, schemas, groupOf, groupSchemas.toArray(new StructType[0]),
+            dataCols.toArray(), statsExprs.toArray(new Expression[0]), factory,
             new SerializableConfiguration(job.getConfiguration()));
         List<String> lines = batch.queryExecution().toRdd().toJavaRDD()
             .mapPartitionsWithIndex(task, false).collect();
@@ -130,9 +145,10 @@ public final class MultiTableWrite {
     /**
      * Commit one table's files written by {@link #write}: the add actions and
      * the txn action in ONE commit, as {@code WRITE (Append)}, with the
-     * operationMetrics Delta's writer records. Returns the new version.
+     * operationMetrics Delta's writer records. {@code actionJsons}: one action
+     * per line. Returns the new version.
      */
-    public static long commit(SparkSession spark, OptimisticTransaction txn, String[] actionJsons,
+    public static long commit(SparkSession spark, OptimisticTransaction txn, String actionJsons,
                               long files, long rows, long bytes, Object operation) {
         scala.collection.mutable.HashMap<String, org.apache.spark.sql.execution.metric.SQLMetric> metrics =
             new scala.collection.mutable.HashMap<>();
@@ -146,7 +162,7 @@ public final class MultiTableWrite {
         }
         txn.registerSQLMetrics(spark, metrics.toMap(scala.$less$colon$less$.MODULE$.refl()));
         List<org.apache.spark.sql.delta.actions.Action> actions = new ArrayList<>();
-        for (String json : actionJsons) {
+        for (String json : actionJsons.split("\n")) {
             actions.add(org.apache.spark.sql.delta.actions.Action$.MODULE$.fromJson(json));
         }
         return txn.commit(CollectionConverters.asScala(actions).toList(),
@@ -159,17 +175,22 @@ public final class MultiTableWrite {
         private final String[] roots;
         private final int[][] ordinals;
         private final StructType[] schemas;
+        private final int[] groupOf;
+        private final StructType[] groupSchemas;
         private final Object[] dataCols;
         private final Expression[] statsExprs;
         private final OutputWriterFactory factory;
         private final SerializableConfiguration conf;
 
-        Task(String[] ids, String[] roots, int[][] ordinals, StructType[] schemas, Object[] dataCols,
-             Expression[] statsExprs, OutputWriterFactory factory, SerializableConfiguration conf) {
+        Task(String[] ids, String[] roots, int[][] ordinals, StructType[] schemas, int[] groupOf,
+             StructType[] groupSchemas, Object[] dataCols, Expression[] statsExprs, OutputWriterFactory factory,
+             SerializableConfiguration conf) {
             this.ids = ids;
             this.roots = roots;
             this.ordinals = ordinals;
             this.schemas = schemas;
+            this.groupOf = groupOf;
+            this.groupSchemas = groupSchemas;
             this.dataCols = dataCols;
             this.statsExprs = statsExprs;
             this.factory = factory;
@@ -182,8 +203,11 @@ public final class MultiTableWrite {
             for (int i = 0; i < ids.length; i++) {
                 index.put(UTF8String.fromString(ids[i]), i);
             }
-            UnsafeProjection[] projections = new UnsafeProjection[ids.length];
-            List<String> out = new ArrayList<>();
+            // the table's columns read in place from the envelope's slots (no generated projection per table)
+            ProjectingInternalRow[] views = new ProjectingInternalRow[ids.length];
+            Configuration[] confs = new Configuration[groupSchemas.length];
+            WriteTaskStatsTracker[] trackers = new WriteTaskStatsTracker[groupSchemas.length];
+            List<OpenFile> closed = new ArrayList<>();
             OpenFile open = null;
             try {
                 while (rows.hasNext()) {
@@ -194,17 +218,18 @@ public final class MultiTableWrite {
                     }
                     if (open == null || open.table != table) {
                         if (open != null) {
-                            out.add(open.close());
+                            closed.add(open.close());
                         }
-                        open = open(partition, table);
+                        open = open(partition, table, confs, trackers);
                     }
-                    if (projections[table] == null) {
-                        projections[table] = projection(table);
+                    if (views[table] == null) {
+                        views[table] = view(table);
                     }
-                    open.write(projections[table].apply(row));
+                    views[table].project(row);
+                    open.write(views[table]);
                 }
                 if (open != null) {
-                    out.add(open.close());
+                    closed.add(open.close());
                     open = null;
                 }
             } finally {
@@ -212,53 +237,83 @@ public final class MultiTableWrite {
                     open.abort();
                 }
             }
+            // the statistics of every file, per tracker (keyed by file name)
+            List<Map<String, String>> stats = new ArrayList<>();
+            for (WriteTaskStatsTracker tracker : trackers) {
+                Map<String, String> found = new HashMap<>();
+                if (tracker != null) {
+                    scala.collection.immutable.Map<String, String> all =
+                        ((org.apache.spark.sql.delta.stats.DeltaFileStatistics)
+                            tracker.getFinalStats(System.currentTimeMillis())).stats();
+                    found.putAll(CollectionConverters.asJava(all));
+                }
+                stats.add(found);
+            }
+            List<String> out = new ArrayList<>();
+            for (OpenFile f : closed) {
+                String json = stats.get(groupOf[f.table]).getOrDefault(f.name, "");
+                out.add(f.table + "\t" + f.name + "\t" + f.size + "\t" + f.mtime + "\t" + json);
+            }
             return out.iterator();
         }
 
-        private UnsafeProjection projection(int table) {
-            List<Expression> exprs = new ArrayList<>();
-            StructField[] fields = schemas[table].fields();
-            for (int k = 0; k < fields.length; k++) {
-                exprs.add(new BoundReference(ordinals[table][k], fields[k].dataType(), true));
+        private ProjectingInternalRow view(int table) {
+            List<Object> cols = new ArrayList<>();
+            for (int k : ordinals[table]) {
+                cols.add(k);
             }
-            return UnsafeProjection.create(CollectionConverters.asScala(exprs).toList());
+            return ProjectingInternalRow$.MODULE$.apply(
+                schemas[table], CollectionConverters.asScala(cols).toList());
         }
 
         @SuppressWarnings({"unchecked", "rawtypes"})
-        private OpenFile open(int partition, int table) throws IOException {
+        private OpenFile open(int partition, int table, Configuration[] confs, WriteTaskStatsTracker[] trackers)
+                throws IOException {
+            int g = groupOf[table];
+            if (confs[g] == null) {
+                confs[g] = new Configuration(conf.value());
+                ParquetWriteSupport.setSchema(groupSchemas[g], confs[g]);
+                if (statsExprs[g] != null) {
+                    trackers[g] = new DeltaJobStatisticsTracker(
+                        confs[g], new Path(roots[table]), (Seq<Attribute>) dataCols[g], statsExprs[g])
+                        .newTaskInstance();
+                }
+            }
+            Configuration c = confs[g];
             TaskContext tc = TaskContext.get();
-            Configuration c = new Configuration(conf.value());
-            ParquetWriteSupport.setSchema(schemas[table], c);
             TaskAttemptID attempt = new TaskAttemptID(
                 "streamingengine", tc == null ? 0 : tc.stageId(), TaskType.MAP, partition,
                 tc == null ? 0 : tc.attemptNumber());
             TaskAttemptContext ctx = new TaskAttemptContextImpl(c, attempt);
             String name = String.format("part-%05d-%s-c000%s", partition, UUID.randomUUID(),
                 factory.getFileExtension(ctx));
-            Path root = new Path(roots[table]);
-            Path path = new Path(root, name);
-            WriteTaskStatsTracker stats = null;
-            if (statsExprs[table] != null) {
-                stats = new DeltaJobStatisticsTracker(c, root, (Seq<Attribute>) dataCols[table], statsExprs[table])
-                    .newTaskInstance();
-                stats.newFile(path.toString());
+            Path path = new Path(new Path(roots[table]), name);
+            String file = path.toString();
+            WriteTaskStatsTracker stats = trackers[g];
+            if (stats != null) {
+                stats.newFile(file);
             }
-            OutputWriter writer = factory.newInstance(path.toString(), schemas[table], ctx);
-            return new OpenFile(table, path, name, writer, stats, path.getFileSystem(c));
+            OutputWriter writer = factory.newInstance(file, schemas[table], ctx);
+            return new OpenFile(table, path, file, name, writer, stats, path.getFileSystem(c));
         }
     }
 
     static final class OpenFile {
         final int table;
         final Path path;
+        final String file;
         final String name;
         final OutputWriter writer;
         final WriteTaskStatsTracker stats;
         final FileSystem fs;
+        long size;
+        long mtime;
 
-        OpenFile(int table, Path path, String name, OutputWriter writer, WriteTaskStatsTracker stats, FileSystem fs) {
+        OpenFile(int table, Path path, String file, String name, OutputWriter writer, WriteTaskStatsTracker stats,
+                 FileSystem fs) {
             this.table = table;
             this.path = path;
+            this.file = file;
             this.name = name;
             this.writer = writer;
             this.stats = stats;
@@ -268,21 +323,20 @@ public final class MultiTableWrite {
         void write(InternalRow row) {
             writer.write(row);
             if (stats != null) {
-                stats.newRow(path.toString(), row);
+                stats.newRow(file, row);
             }
         }
 
-        String close() throws IOException {
+        /** Closes the file and its statistics (kept by the tracker under the file's name). */
+        OpenFile close() throws IOException {
             writer.close();
-            String json = "";
             if (stats != null) {
-                org.apache.spark.sql.delta.stats.DeltaFileStatistics found =
-                    (org.apache.spark.sql.delta.stats.DeltaFileStatistics) stats.getFinalStats(System.currentTimeMillis());
-                scala.Option<String> s = found.stats().get(name);
-                json = s.isDefined() ? s.get() : "";
+                stats.closeFile(file);
             }
             FileStatus st = fs.getFileStatus(path);
-            return table + "\t" + name + "\t" + st.getLen() + "\t" + st.getModificationTime() + "\t" + json;
+            size = st.getLen();
+            mtime = st.getModificationTime();
+            return this;
         }
 
         void abort() {
