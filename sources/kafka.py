@@ -1,0 +1,285 @@
+"""Kafka source: records of Kafka topics as (multi-table) rows, with SeaTunnel's options.
+
+Reading is Spark's own Kafka connector (``spark-sql-kafka-0-10``, pinned in
+pyproject.toml): the offsets of every micro-batch live in the pipeline's
+checkpoint, so a replayed epoch reads exactly the same records. ``start_mode``
+only decides where a NEW checkpoint starts; a restarted query resumes where
+its checkpoint stands.
+
+Options (SeaTunnel's names and meanings):
+
+- ``topic`` (one, or a comma-separated list; with ``pattern = true`` a Java
+  regular expression), ``bootstrap.servers``, ``kafka.config`` (any consumer
+  setting, passed through as Spark's ``kafka.<name>``);
+- ``start_mode``: ``earliest``, ``latest``, ``group_offsets`` (the offsets
+  ``consumer.group`` committed; partitions without one start at
+  ``kafka.config.auto.offset.reset``, default ``latest``), ``specific_offsets``
+  (``start_mode.offsets = { "topic-0" = 70, ... }``: every partition of the
+  topics), ``timestamp`` (``start_mode.timestamp``, epoch milliseconds);
+- ``format``: ``json`` (each value one JSON object, columns by name),
+  ``text`` (values split by ``field_delimiter``, columns by position),
+  ``debezium_json`` (Debezium change events, see below); Spark has no reader
+  for canal_json, maxwell_json, ogg_json, avro, protobuf and native here: those
+  are refused at plan time;
+- ``format_error_handle_way``: ``fail`` (default: the query stops with an error
+  naming the topic, partition and offset of the record) or ``skip``;
+- ``schema`` (one table) or ``tables_configs = [{ topic, schema { table = ... } }, ...]``
+  (several tables: json/text records are routed by topic; debezium_json
+  records by the table named in the event);
+- ``max_offsets_per_trigger`` (ours: at most this many records per
+  micro-batch, Spark's ``maxOffsetsPerTrigger``); ``poll.timeout``
+  (Spark's ``kafkaConsumer.pollTimeoutMs``).
+
+Debezium (``format = debezium_json``, ``debezium_record_include_schema``
+default true: events wrapped in ``{"schema", "payload"}``): ``c`` and ``r``
+(snapshot reads) become ``+I``, ``u`` becomes ``-U`` (when the event has a
+before image) and ``+U``, ``d`` becomes ``-D`` (the before image: under
+PostgreSQL's default replica identity only its key columns are set);
+tombstones (null values after a delete) are skipped. The table of an event is
+its ``source`` block (``db``, ``schema``, ``table``) matched against the
+declared table ids (``table``, ``schema.table`` or ``db.schema.table``);
+``debezium_record_table_filter`` keeps one table's events only. ``__seq`` is
+the event's ``source.lsn`` (PostgreSQL's WAL position: a global order of every
+change) when the event has one, else the record's Kafka offset (an order
+within one partition). Values arrive as Debezium writes them by default:
+dates as days since 1970-01-01, timestamps as microseconds (or ISO text),
+decimals as text or numbers (Debezium's ``decimal.handling.mode = string`` or
+``double``; the binary default cannot be read as a decimal and is a format
+error). A TRUNCATE event (``op = t``) stops the query with an error: applying
+it is not supported yet, and skipping it would leave rows the database no
+longer has.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from sources._schema_options import SchemaBlock, flatten_dotted, table_id
+from streaming_engine.plugins.base import Source, SourceOptions
+from streaming_engine.plugins.registry import register
+from streaming_engine.schema import Dataset
+
+Format = Literal["json", "text", "debezium_json"]
+_UNSUPPORTED_FORMATS = {
+    "canal_json": "no Canal JSON decoder is built in yet",
+    "maxwell_json": "no Maxwell JSON decoder is built in yet",
+    "ogg_json": "no Oracle GoldenGate JSON decoder is built in yet",
+    "compatible_debezium_json": "use format = debezium_json",
+    "avro": "Avro needs a schema registry client this engine does not ship",
+    "protobuf": "Protobuf decoding is not built in",
+    "native": "native (SeaTunnel's own serialized rows) has no meaning outside SeaTunnel",
+}
+
+
+def _format(v: Any) -> Any:
+    if isinstance(v, str):
+        low = v.strip().lower()
+        if low in _UNSUPPORTED_FORMATS:
+            raise ValueError(f"format {low!r} is not supported: {_UNSUPPORTED_FORMATS[low]}; use json, text or debezium_json")
+        return low
+    return v
+
+
+def _flat_map(value: Any, prefix: str = "") -> dict[str, str]:
+    """``{client: {id: x}}`` (HOCON's reading of ``client.id = x``) -> ``{"client.id": "x"}``."""
+    out: dict[str, str] = {}
+    for k, v in (value or {}).items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flat_map(v, key + "."))
+        elif isinstance(v, bool):
+            out[key] = str(v).lower()
+        else:
+            out[key] = str(v)
+    return out
+
+
+class KafkaTableConfig(BaseModel):
+    """One item of ``tables_configs``: a table, and the topic(s) holding its records."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    topic: str | None = Field(None, description="Topic(s) of this table's records (json/text: required).")
+    pattern: bool = Field(False, description="topic is a Java regular expression.")
+    format: Format | None = Field(None, description="Format of this table's records; default: the source's format.")
+    field_delimiter: str | None = Field(None, description="text format: the field separator; default: the source's.")
+    schema_: SchemaBlock = Field(alias="schema", description='The table: schema { table = "db.table", fields { ... } }.')
+
+    _fmt = field_validator("format", mode="before")(lambda cls, v: _format(v))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flatten(cls, data: Any) -> Any:
+        known = {k for n, f in cls.model_fields.items() for k in (n, f.alias) if k}
+        return flatten_dotted(data, known) if isinstance(data, dict) else data
+
+    @model_validator(mode="after")
+    def _needs_table(self) -> "KafkaTableConfig":
+        if not self.schema_.table:
+            raise ValueError('each tables_configs item needs schema { table = "db.table", fields { ... } }')
+        return self
+
+
+class TableFilter(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    database_name: str | None = Field(None, description="The event's source.db (null if the database has none).")
+    schema_name: str | None = Field(None, description="The event's source.schema (null if the database has none).")
+    table_name: str = Field(description="The event's source.table.")
+
+
+class KafkaSourceOptions(SourceOptions):
+    topic: str | None = Field(None, min_length=1, description="Topic name(s), comma-separated; a regex with pattern = true.")
+    bootstrap_servers: str = Field(alias="bootstrap.servers", min_length=1, description="Comma-separated Kafka brokers.")
+    pattern: bool = Field(False, description="topic is a Java regular expression of topic names.")
+    consumer_group: str = Field(
+        "SeaTunnel-Consumer-Group", alias="consumer.group",
+        description="Consumer group whose committed offsets start_mode = group_offsets starts from.",
+    )  # fmt: skip
+    commit_on_checkpoint: bool = Field(
+        False,
+        description="Commit each epoch's offsets to consumer.group (not yet implemented: true is refused; "
+        "the offsets are kept in the checkpoint).",
+    )
+    poll_timeout: int = Field(10000, alias="poll.timeout", ge=1, description="Milliseconds a poll waits for records.")
+    kafka_config: dict[str, Any] = Field(
+        default_factory=dict, alias="kafka.config", description="Kafka consumer settings, passed through."
+    )
+    schema_: SchemaBlock | None = Field(None, alias="schema", description="The table of a single-table source.")
+    format: Format = Field("json", description="json, text or debezium_json.")
+    format_error_handle_way: Literal["fail", "skip"] = Field(
+        "fail", description="A record that cannot be decoded: fail (stop, naming its offset) or skip it."
+    )
+    field_delimiter: str = Field(",", min_length=1, description="text format: the field separator.")
+    start_mode: Literal["earliest", "group_offsets", "latest", "specific_offsets", "timestamp"] = Field(
+        "group_offsets", description="Where a new checkpoint starts reading."
+    )
+    start_mode_offsets: dict[str, int] | None = Field(
+        None, alias="start_mode.offsets", description='specific_offsets: {"topic-partition" = offset, ...}.'
+    )
+    start_mode_timestamp: int | None = Field(
+        None, alias="start_mode.timestamp", ge=0, description="timestamp: epoch milliseconds to start from."
+    )
+    partition_discovery_interval_millis: int = Field(
+        -1, alias="partition-discovery.interval-millis",
+        description="Accepted for compatibility: Spark looks for new partitions at every micro-batch.",
+    )  # fmt: skip
+    debezium_record_include_schema: bool = Field(
+        True, description='debezium_json: events are wrapped in {"schema": ..., "payload": ...}.'
+    )
+    debezium_record_table_filter: TableFilter | None = Field(
+        None, description="debezium_json: keep only the events of this table."
+    )
+    tables_configs: list[KafkaTableConfig] | None = Field(
+        None, description="Several tables: [{ topic, schema { table = ..., fields { ... } } }, ...]."
+    )
+    max_offsets_per_trigger: int | None = Field(
+        None, ge=1, description="At most this many records per micro-batch (Spark's maxOffsetsPerTrigger)."
+    )
+
+    _fmt = field_validator("format", mode="before")(lambda cls, v: _format(v))
+
+    @field_validator("kafka_config", mode="before")
+    @classmethod
+    def _flat(cls, v: Any) -> Any:
+        return _flat_map(v) if isinstance(v, dict) else v
+
+    @field_validator("start_mode", mode="before")
+    @classmethod
+    def _mode(cls, v: Any) -> Any:
+        return v.strip().lower() if isinstance(v, str) else v
+
+    @field_validator("start_mode_offsets", mode="before")
+    @classmethod
+    def _offsets(cls, v: Any) -> Any:
+        return {k: int(x) for k, x in _flat_map(v).items()} if isinstance(v, dict) else v
+
+    @model_validator(mode="after")
+    def _check(self) -> "KafkaSourceOptions":
+        if self.commit_on_checkpoint:
+            raise ValueError(
+                "commit_on_checkpoint = true is not supported yet: the offsets of every epoch are kept in the "
+                "pipeline's checkpoint; remove the option or set it to false"
+            )
+        if self.tables_configs is not None:
+            if self.schema_ is not None:
+                raise ValueError("set either schema (one table) or tables_configs (several), not both")
+            if not self.tables_configs:
+                raise ValueError("tables_configs is empty; add at least one table")
+            names = [t.schema_.table for t in self.tables_configs]
+            dup = next((n for n in names if names.count(n) > 1), None)
+            if dup is not None:
+                raise ValueError(f"table {dup!r} is declared twice in tables_configs")
+            for t in self.tables_configs:
+                fmt = t.format or self.format
+                if fmt != "debezium_json" and t.topic is None:
+                    raise ValueError(
+                        f"tables_configs item {t.schema_.table!r}: format {fmt} routes records by topic; set its topic"
+                    )
+            if self.topic is None and any(t.topic is None for t in self.tables_configs):
+                raise ValueError("set topic (the topics of every table) or a topic in each tables_configs item")
+        else:
+            if self.topic is None:
+                raise ValueError("topic is required: the topic name(s), or a regex with pattern = true")
+            if self.schema_ is None:
+                raise ValueError("schema is required: add schema { fields { name = type, ... } } (or use tables_configs)")
+        if self.pattern and self.topic is not None:
+            _check_regex(self.topic)
+        for t in self.tables_configs or ():
+            if t.pattern and t.topic is not None:
+                _check_regex(t.topic)
+        if self.start_mode == "specific_offsets" and not self.start_mode_offsets:
+            raise ValueError('start_mode = specific_offsets needs start_mode.offsets = { "topic-0" = 42, ... }')
+        if self.start_mode == "timestamp" and self.start_mode_timestamp is None:
+            raise ValueError("start_mode = timestamp needs start_mode.timestamp (epoch milliseconds)")
+        for key in self.start_mode_offsets or {}:
+            if not re.fullmatch(r".+-\d+", key):
+                raise ValueError(f'start_mode.offsets key {key!r} must be "<topic>-<partition>", e.g. "orders-0"')
+        if self.debezium_record_table_filter is not None and self.format != "debezium_json":
+            raise ValueError("debezium_record_table_filter only applies to format = debezium_json")
+        return self
+
+
+def _check_regex(pattern: str) -> None:
+    try:
+        re.compile(pattern)
+    except re.error as e:
+        raise ValueError(f"topic pattern {pattern!r} is not a valid regular expression: {e}") from None
+
+
+@register
+class Kafka(Source):
+    name: ClassVar[str] = "Kafka"
+    Options = KafkaSourceOptions
+    description = "Reads Kafka topics (json, text, Debezium change events), offsets in the checkpoint."
+    boundedness = "both"
+
+    options: KafkaSourceOptions
+
+    def tables(self) -> list[tuple[str, KafkaTableConfig | None]]:
+        o = self.options
+        if o.tables_configs:
+            return [(t.schema_.table, t) for t in o.tables_configs]  # type: ignore[misc]
+        return [(table_id(o.schema_, o.plugin_output), None)]
+
+    def output(self) -> Dataset:
+        o = self.options
+        if o.tables_configs:
+            return Dataset(tuple(t.schema_.to_table(tid) for tid, t in self.tables()))  # type: ignore[union-attr]
+        assert o.schema_ is not None
+        return Dataset((o.schema_.to_table(self.tables()[0][0]),))
+
+    def describe(self) -> str:
+        o = self.options
+        what = f"pattern {o.topic!r}" if o.pattern else f"topic {o.topic}" if o.topic else "topics per table"
+        rate = f", <= {o.max_offsets_per_trigger} records/epoch" if o.max_offsets_per_trigger else ""
+        return f"Kafka ({what}, {o.format}, start {o.start_mode}{rate})"
+
+    # -- run time ------------------------------------------------------------
+    def read(self, ctx: Any) -> Any:
+        from sources import _kafka_runtime
+
+        return _kafka_runtime.read(self, ctx)

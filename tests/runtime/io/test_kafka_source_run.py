@@ -1,0 +1,162 @@
+"""The Kafka source against a real broker (and real Debezium from real PostgreSQL).
+
+Records are produced with confluent-kafka; the engine reads them with Spark's
+Kafka connector, offsets in the pipeline's checkpoint, so a second run of the
+same job reads only what arrived since.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.components.fixtures import debezium_factory, kafka_broker, postgres_db  # noqa: F401
+
+pytestmark = [pytest.mark.spark, pytest.mark.components, pytest.mark.timeout(600)]
+
+
+def _produce(bootstrap: str, topic: str, records: list[tuple[str | None, str | None, int]]) -> None:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all"})
+    for key, value, partition in records:
+        p.produce(topic, key=key, value=value, partition=partition)
+    assert p.flush(30) == 0
+
+
+JSON_JOB = """
+env {{ job.name = kjson, job.mode = BATCH }}
+source {{
+  Kafka {{
+    plugin_output = orders
+    bootstrap.servers = "{bootstrap}"
+    topic = "orders"
+    start_mode = earliest
+    format = json
+    format_error_handle_way = {errors}
+    max_offsets_per_trigger = 40
+    kafka.config = {{ client.id = engine-test }}
+    schema = {{ table = "shop.orders", fields {{ id = bigint, item = string, qty = int, at = timestamp }} }}
+  }}
+}}
+sink {{ Delta {{ plugin_input = orders, path = "${{work}}/orders" }} }}
+"""
+
+
+def _order(i: int) -> str:
+    return json.dumps({"id": i, "item": f"item-{i}", "qty": i % 7, "at": f"2026-01-01T00:00:{i % 60:02d}Z"})
+
+
+def test_json_records_are_read_once_across_runs_of_one_checkpoint(kafka_broker, run_job_text, spark):
+    kafka_broker.create_topic("orders", partitions=2)
+    _produce(kafka_broker.bootstrap, "orders", [(str(i), _order(i), i % 2) for i in range(100)])
+    job = JSON_JOB.format(bootstrap=kafka_broker.bootstrap, errors="fail")
+
+    ran = run_job_text(job)
+    got = ran.rows(spark, "orders", order_by="id")
+    assert [r["id"] for r in got] == list(range(100))
+    assert got[7] == {"id": 7, "item": "item-7", "qty": 0, "at": got[7]["at"]}
+    assert got[7]["at"].second == 7
+    # max_offsets_per_trigger = 40: at most 40 records per epoch (100 records -> >= 3 epochs, one commit each)
+    assert spark.sql(f"DESCRIBE HISTORY delta.`{ran.work / 'orders'}`").count() >= 3
+
+    # a second run of the same job (same checkpoint) reads only the new records
+    _produce(kafka_broker.bootstrap, "orders", [(str(i), _order(i), i % 2) for i in range(100, 130)])
+    ran = run_job_text(job)
+    ids = [r["id"] for r in ran.rows(spark, "orders", order_by="id")]
+    assert ids == list(range(130))
+    assert ran.result.status == "FINISHED", ran.result.error
+
+
+def test_a_record_that_is_not_json_stops_the_job_naming_its_offset_or_is_skipped(kafka_broker, run_job_text, spark):
+    kafka_broker.create_topic("orders", partitions=1)
+    _produce(kafka_broker.bootstrap, "orders", [("1", _order(1), 0), ("2", "this is not json", 0), ("3", _order(3), 0)])
+
+    ran = run_job_text(JSON_JOB.format(bootstrap=kafka_broker.bootstrap, errors="fail"))
+    assert ran.result.status == "FAILED"
+    text = ran.result.error
+    assert "topic orders partition 0 offset 1" in text and "not a JSON object" in text, text
+    assert not (ran.work / "orders" / "_delta_log").exists() or ran.rows(spark, "orders") == []
+
+    ran = run_job_text(JSON_JOB.format(bootstrap=kafka_broker.bootstrap, errors="skip").replace("kjson", "kjson2"))
+    assert [r["id"] for r in ran.rows(spark, "orders", order_by="id")] == [1, 3]
+
+
+CDC_JOB = """
+env {{ job.name = cdc, job.mode = BATCH }}
+source {{
+  Kafka {{
+    plugin_output = cdc
+    bootstrap.servers = "{bootstrap}"
+    topic = "{prefix}\\\\.public\\\\..*"
+    pattern = true
+    start_mode = earliest
+    format = debezium_json
+    tables_configs = [
+      {{ schema = {{ table = "public.customers", fields {{ id = int, name = string, score = int }},
+                    primaryKey {{ name = pk, columnNames = [id] }} }} }}
+      {{ schema = {{ table = "public.orders", fields {{ id = bigint, customer = int, total = "decimal(10,2)",
+                    placed = timestamp, day = date }}, primaryKey {{ name = pk, columnNames = [id] }} }} }}
+    ]
+  }}
+}}
+sink {{ Delta {{ plugin_input = cdc, path = "${{work}}/wh/${{table_name}}", save_mode = upsert }} }}
+"""
+
+_PG_TABLES = """
+CREATE TABLE customers (id int PRIMARY KEY, name text, score int);
+CREATE TABLE orders (id bigint PRIMARY KEY, customer int, total numeric(10,2), placed timestamp, day date);
+"""
+
+
+def _pg_rows(pg, table: str) -> list[tuple]:
+    return sorted(pg.execute(f"SELECT * FROM {table}"))
+
+
+def _delta_rows(spark, ran, table: str, columns: list[str]) -> list[tuple]:
+    return sorted(tuple(r[c] for c in columns) for r in ran.rows(spark, f"wh/{table}"))
+
+
+def test_debezium_change_events_from_postgresql_are_applied_to_delta(
+    postgres_db, kafka_broker, debezium_factory, run_job_text, spark
+):
+    pg = postgres_db
+    for stmt in _PG_TABLES.strip().split(";"):
+        if stmt.strip():
+            pg.execute(stmt)
+    for i in range(1, 21):  # snapshot rows
+        pg.execute("INSERT INTO customers VALUES (%s, %s, %s)", (i, f"c{i}", i * 10))
+        pg.execute(
+            "INSERT INTO orders VALUES (%s, %s, %s, %s, %s)",
+            (1000 + i, i, f"{i}.25", f"2026-01-0{1 + i % 9} 10:00:00.123456", f"2026-02-{1 + i % 28:02d}"),
+        )
+    dbz = debezium_factory(
+        pg, kafka_broker, "pgx", ["public.customers", "public.orders"], schemas_enable=True,
+        properties={"decimal.handling.mode": "string"},
+    )
+    # streamed changes: updates, deletes, a primary-key change, a second update of one row
+    pg.execute("UPDATE customers SET score = score + 1 WHERE id <= 5")
+    pg.execute("UPDATE customers SET name = 'twice' WHERE id = 1")
+    pg.execute("DELETE FROM customers WHERE id IN (6, 7)")
+    pg.execute("UPDATE customers SET id = 100 WHERE id = 8")  # key change: delete 8, insert 100
+    pg.execute("INSERT INTO customers VALUES (21, 'new', NULL)")
+    pg.execute("UPDATE orders SET total = total * 2 WHERE id = 1001")
+    pg.execute("DELETE FROM orders WHERE id = 1002")
+    dbz.wait_published(40 + 5 + 1 + 2 * 2 + 3 + 1 + 1 + 2, timeout=60)
+
+    job = CDC_JOB.format(bootstrap=kafka_broker.bootstrap, prefix="pgx")
+    ran = run_job_text(job)
+    cols_c = ["id", "name", "score"]
+    cols_o = ["id", "customer", "total", "placed", "day"]
+    assert _delta_rows(spark, ran, "customers", cols_c) == _pg_rows(pg, "customers")
+    assert _delta_rows(spark, ran, "orders", cols_o) == _pg_rows(pg, "orders")
+
+    # more changes, the same job again: only the new events are applied
+    pg.execute("UPDATE customers SET score = 0 WHERE id = 100")
+    pg.execute("DELETE FROM customers WHERE id = 1")
+    pg.execute("INSERT INTO orders VALUES (2000, 21, 9.99, '2026-03-01 00:00:00', '2026-03-01')")
+    dbz.wait_published(57 + 1 + 2 + 1, timeout=60)
+    ran = run_job_text(job)
+    assert _delta_rows(spark, ran, "customers", cols_c) == _pg_rows(pg, "customers")
+    assert _delta_rows(spark, ran, "orders", cols_o) == _pg_rows(pg, "orders")
