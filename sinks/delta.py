@@ -11,6 +11,12 @@ DELETE rows remove it, UPDATE_BEFORE rows are ignored. The key is
 ``primary_key`` if set, else the table's own primary key; ``sequence_column``
 (upsert only) orders versions of a key: within an epoch the newest wins, and
 across epochs a change applies only when it is newer than the row in the table.
+``source_order_column`` (upsert only) does the same with the source's own
+order (the envelope's ``__seq``: a Debezium event's LSN, a Kafka offset, ...),
+stored by the sink in that added bigint column. With either, deletes leave a
+tombstone (the key and the delete's sequence, in the hidden Delta table
+``<table>/_cdc_tombstones``, kept ``tombstone_retention``): an insert or update
+older than the delete that arrives later does not bring the row back.
 
 Each epoch commits one Delta transaction per table that records the sink's
 stable transaction id and the epoch (``commit_protocol = "delta-txn"``). When a
@@ -47,6 +53,17 @@ _BAD_NAME_CHARS = re.compile(r"[ ,;{}()\n\t=]")
 _ORDERABLE = ("date", "timestamp", "timestamp_ntz", "string")
 
 
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h|d)?\s*$", re.I)
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000, None: 1000}
+
+
+def _duration_ms(v: str) -> int:
+    m = _DURATION.match(v)
+    if not m:
+        raise ValueError(f'{v!r} is not a duration; write e.g. "7d", "12h", "30m" or "90s"')
+    return int(m.group(1)) * _UNIT_MS[m.group(2).lower() if m.group(2) else None]
+
+
 def _list(v: Any) -> Any:
     if isinstance(v, str):
         return [p.strip() for p in v.split(",") if p.strip()]
@@ -67,6 +84,17 @@ class DeltaSinkOptions(SinkOptions):
         description="Key columns for upsert; default: the table's own primary key.",
     )
     sequence_column: str | None = Field(None, description="Upsert only: column ordering versions of a key (newest wins).")
+    source_order_column: str | None = Field(
+        None,
+        description="Upsert only: a bigint column the sink adds to the table holding each row's source position "
+        "(the source's order, e.g. a Debezium event's LSN), used as the sequence: a change older than the row "
+        "in the table is ignored, in any epoch.",
+    )
+    tombstone_retention: str = Field(
+        "7d",
+        description="Upsert with a sequence: how long a deleted key's tombstone (the delete's sequence) is kept, "
+        'so a late, older insert or update cannot bring the row back; e.g. "7d", "12h".',
+    )
     partition_by: list[str] | None = Field(None, description="Columns to partition new tables by.")
 
     _lists = field_validator("primary_key", "partition_by", mode="before")(lambda cls, v: _list(v))
@@ -88,8 +116,16 @@ class DeltaSinkOptions(SinkOptions):
                 raise ValueError("primary_key lists a column twice")
         return v
 
+    @field_validator("tombstone_retention")
+    @classmethod
+    def _retention(cls, v: str) -> str:
+        _duration_ms(v)
+        return v
+
     @model_validator(mode="after")
     def _check(self) -> "DeltaSinkOptions":
+        if self.sequence_column is not None and self.source_order_column is not None:
+            raise ValueError("set sequence_column (a column of the data) or source_order_column (added by the sink), not both")
         if (self.path is None) == (self.table is None):
             raise ValueError("set exactly one of path (a directory) or table (a catalog table name)")
         for key in ("path", "table"):
@@ -97,7 +133,7 @@ class DeltaSinkOptions(SinkOptions):
             if value is not None:
                 check_template(key, value)
         if self.save_mode != "upsert":
-            for key in ("primary_key", "sequence_column"):
+            for key in ("primary_key", "sequence_column", "source_order_column"):
                 if getattr(self, key) is not None:
                     raise ValueError(f"{key} only applies to save_mode = upsert; set save_mode = upsert or remove {key}")
         return self
@@ -140,6 +176,10 @@ class Delta(Sink):
                 for col in key:
                     if col not in table.names:
                         raise missing_column(table, col)
+                if o.source_order_column is not None and o.source_order_column in table.names:
+                    raise _incompatible(
+                        table, f"source_order_column {o.source_order_column!r} is a column of the data; name a new column"
+                    )
                 if o.sequence_column is not None:
                     if o.sequence_column not in table.names:
                         raise missing_column(table, o.sequence_column)
@@ -161,8 +201,11 @@ class Delta(Sink):
             mode = "append"
             if o.save_mode == "upsert":
                 mode = f"upsert by {', '.join(self.key_for(table)) or '?'}"
-                if o.sequence_column:
-                    mode += f", newest {o.sequence_column}"
+                if o.sequence_column or o.source_order_column:
+                    mode += f", newest {o.sequence_column or o.source_order_column}"
+                    mode += f", tombstones kept {o.tombstone_retention}"
+                if o.source_order_column:
+                    mode += f", {o.source_order_column} = source order"
             out.append(f"{table.table_id} -> {where} ({mode})")
         return out
 
@@ -271,8 +314,15 @@ class Delta(Sink):
         app_id = ctx.txn_app_id(table.table_id)
         files_written = lambda: faults.maybe_crash("sink_files_written", ctx.batch_id, ctx.sink_uid)  # noqa: E731
         if o.save_mode == "upsert":
+            columns, sequence = list(table.names), o.sequence_column
+            if o.source_order_column is not None:
+                from streaming_engine.runtime import rows
+
+                df = df.withColumn(o.source_order_column, df[rows.SEQ])
+                columns, sequence = [*columns, o.source_order_column], o.source_order_column
             commit = delta_txn.upsert(
-                ctx.spark, df, target, self.key_for(table), table.names, app_id, ctx.batch_id, o.sequence_column
+                ctx.spark, df, target, self.key_for(table), columns, app_id, ctx.batch_id, sequence,
+                tombstones=sequence is not None, tombstone_retention_ms=_duration_ms(o.tombstone_retention),
             )
         else:
             data = df.select(*[f"`{c.replace('`', '``')}`" for c in table.names])

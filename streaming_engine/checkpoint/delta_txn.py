@@ -249,6 +249,8 @@ def upsert(
     app_id: str,
     epoch: int,
     sequence_column: str | None = None,
+    tombstones: bool = False,
+    tombstone_retention_ms: int = 7 * 86_400_000,
 ) -> DeltaCommit:
     """Apply row kinds by primary key with one MERGE, as epoch ``epoch`` of ``app_id``.
 
@@ -260,6 +262,17 @@ def upsert(
     the row's (or the row has none), so an older change arriving in a later
     epoch is ignored. Without one, the source's order is the epochs' order: a
     later epoch's change is the newer one.
+
+    ``tombstones`` (with a ``sequence_column``): keep a Delta table of deleted
+    keys and the sequence of their delete (``<table>/_cdc_tombstones``: a
+    hidden folder, which readers and VACUUM of the table leave alone), kept for
+    ``tombstone_retention_ms`` after the delete was applied, so an insert or
+    update older than the delete that arrives later cannot bring the row back.
+    It is merged FIRST (its own txn id ``<app_id>.tombstones``, so a replay
+    skips what it applied): the main MERGE's epoch is the one :meth:`open`
+    reports, and whenever it is recorded the tombstones of that epoch are too.
+    A replay re-reads tombstones that may hold the epoch's own deletes: those
+    only ever filter inserts and updates, never deletes.
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -284,6 +297,22 @@ def upsert(
     if sequence_column:
         seq = "`" + sequence_column.replace("`", "``") + "`"
         newer = f"(t.{seq} IS NULL OR s.{seq} > t.{seq})"
+    dead_keys = kept = None
+    if sequence_column and tombstones:
+        dead_keys = (location(spark, target) or "").rstrip("/") + "/" + TOMBSTONES
+        latest = kept = latest.persist()  # read by both MERGEs
+        _merge_tombstones(spark, latest, dead_keys, keys, sequence_column, f"{app_id}.tombstones", epoch,
+                          tombstone_retention_ms)
+        if _is_delta(spark, dead_keys):
+            from delta.tables import DeltaTable
+
+            dead = DeltaTable.forPath(spark, dead_keys).toDF()
+            seq = "`" + sequence_column.replace("`", "``") + "`"
+            on = " AND ".join(f"s.`{k}` <=> d.`{k}`" for k in keys)
+            # an insert or update no newer than the key's delete is stale; deletes always pass
+            latest = latest.alias("s").join(
+                F.broadcast(dead).alias("d"), F.expr(f"{on} AND NOT ({is_delete}) AND s.{seq} <= d.{seq}"), "left_anti"
+            )
 
     def merge() -> None:
         with _SESSION_TXN_LOCK:
@@ -303,5 +332,64 @@ def upsert(
                 spark.conf.unset(_TXN_APP)
                 spark.conf.unset(_TXN_VERSION)
 
-    with_retries(f"merge into {target.name}", merge)
+    try:
+        with_retries(f"merge into {target.name}", merge)
+    finally:
+        if kept is not None:
+            kept.unpersist()
     return _outcome(spark, target, before)
+
+
+TOMBSTONES = "_cdc_tombstones"
+
+
+def _is_delta(spark: "SparkSession", location: str) -> bool:
+    """A Delta table at exactly ``location`` (``DeltaTable.isDeltaTable`` looks
+    for the table a path is inside of: the tombstones sit inside the table)."""
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    log = jvm.org.apache.hadoop.fs.Path(location.rstrip("/") + "/_delta_log")
+    return bool(log.getFileSystem(spark._jsc.hadoopConfiguration()).exists(log))  # type: ignore[attr-defined]
+
+
+def _merge_tombstones(
+    spark: "SparkSession", latest: "DataFrame", location: str, keys: Sequence[str], sequence_column: str,
+    app_id: str, epoch: int, retention_ms: int,
+) -> None:
+    """Deletes of this epoch become tombstones (key, sequence, deleted at);
+    newer inserts/updates remove them; tombstones past retention go."""
+    from pyspark.sql import functions as F
+
+    seq = "`" + sequence_column.replace("`", "``") + "`"
+    is_delete = f"s.{rows.KIND} = '{rows.DELETE}'"
+    changes = latest.select(*[F.col(f"`{k}`") for k in keys], F.col(seq), F.col(rows.KIND))
+    if not _is_delta(spark, location):
+        deletes = changes.where(F.col(rows.KIND) == rows.DELETE)
+        if deletes.isEmpty():
+            return  # nothing to remember, nothing to forget
+        empty = deletes.select(*[F.col(f"`{k}`") for k in keys], F.col(seq), F.current_timestamp().alias("__deleted_at"))
+        empty.limit(0).write.format("delta").mode("append").save(location)
+    from delta.tables import DeltaTable
+
+    on = " AND ".join(f"d.`{k}` <=> s.`{k}`" for k in keys)
+    cutoff = f"d.__deleted_at < current_timestamp() - make_dt_interval(0, 0, 0, {retention_ms / 1000.0})"
+    values = {**{f"`{k}`": f"s.`{k}`" for k in keys}, seq: f"s.{seq}", "__deleted_at": "current_timestamp()"}
+
+    def merge() -> None:
+        with _SESSION_TXN_LOCK:
+            spark.conf.set(_TXN_APP, app_id)
+            spark.conf.set(_TXN_VERSION, str(epoch))
+            try:
+                (
+                    DeltaTable.forPath(spark, location).alias("d")
+                    .merge(changes.alias("s"), on)
+                    .whenMatchedUpdate(condition=f"{is_delete} AND s.{seq} > d.{seq}", set=values)
+                    .whenMatchedDelete(condition=f"NOT ({is_delete}) AND s.{seq} > d.{seq}")
+                    .whenNotMatchedInsert(condition=is_delete, values=values)
+                    .whenNotMatchedBySourceDelete(condition=cutoff)
+                    .execute()
+                )
+            finally:
+                spark.conf.unset(_TXN_APP)
+                spark.conf.unset(_TXN_VERSION)
+
+    with_retries(f"merge into the tombstones at {location}", merge)

@@ -487,3 +487,38 @@ def test_a_one_job_table_whose_commit_meets_a_concurrent_change_is_handed_back_u
     # t1 holds only the other writer's row; the one-job files are not part of it
     assert [r.id for r in spark.read.format("delta").load(str(tmp_path / "t1")).collect()] == [0]
     assert not _actions(tmp_path / "t1", "txn")
+
+
+# -- 7: tombstones: a late, older change cannot bring a deleted row back ---------------
+
+TOMBSTONED = """
+env {{ job.name = tomb }}
+source {{ FakeSource {{ plugin_output = src, rows.per.batch = 2,
+  schema = {{ table = "db.kv", fields {{ id = bigint, val = string, seq = bigint }}, primaryKey {{ name = pk, columnNames = [id] }} }},
+  rows = [
+    {{ kind = INSERT, fields = [1, "one", 10] }},      {{ kind = INSERT, fields = [2, "two", 10] }},
+    {{ kind = DELETE, fields = [1, "one", 20] }},      {{ kind = DELETE, fields = [2, "two", 20] }},
+    {{ kind = UPDATE_AFTER, fields = [1, "late", 15] }}, {{ kind = INSERT, fields = [2, "again", 30] }},
+    {{ kind = INSERT, fields = [1, "late-insert", 19] }}, {{ kind = UPDATE_AFTER, fields = [2, "newer", 31] }} ] }} }}
+sink {{ Delta {{ plugin_input = src, path = "${{work}}/kv", save_mode = upsert, {order} }} }}
+"""
+
+
+@pytest.mark.parametrize("order", ["sequence_column = seq", "source_order_column = src_seq"])
+def test_a_late_older_change_does_not_bring_a_deleted_row_back(spark, run_job_text, tmp_path, order):
+    ran = run_job_text(TOMBSTONED.format(order=order))
+    assert ran.result.status == "FINISHED", ran.result.error
+    got = {r["id"]: r for r in ran.rows(spark, "kv")}
+    if order.startswith("sequence"):
+        # epoch 2: key 1's update (seq 15) is older than its delete (seq 20): ignored; key 2 comes back at seq 30
+        assert {k: r["val"] for k, r in got.items()} == {2: "newer"}
+    else:
+        # the source's own order (__seq: the fixed rows' position) instead of the data's seq column:
+        # every change is newer than the one before it, so the late changes apply
+        assert {k: r["val"] for k, r in got.items()} == {1: "late-insert", 2: "newer"}
+        assert all(r["src_seq"] is not None for r in got.values())
+    tombs = spark.read.format("delta").load(str(tmp_path / "kv" / "_cdc_tombstones"))
+    if order.startswith("sequence"):
+        assert {r.id: r.seq for r in tombs.collect()} == {1: 20}  # key 2's tombstone went with its newer insert
+    # the tombstones are invisible to readers of the table
+    assert "_cdc_tombstones" not in {f.split("/")[0] for f in spark.read.format("delta").load(str(tmp_path / "kv")).inputFiles()}
