@@ -148,7 +148,7 @@ def decode(source: "Kafka", raw: "DataFrame", tables: tuple[TableSchema, ...]) -
             {"detail": "Kafka source: debezium_json cannot be mixed with other formats in one source; use two sources"},
         )
     else:
-        df = df.withColumn(rows.TABLE, _table_by_topic(source, tables))
+        df = df.withColumn(rows.TABLE, _table_by_topic(source, tables)).withColumn("__src_table", F.col(rows.TABLE))
         df = df.withColumn("__err", F.when(F.col(rows.TABLE).isNull(), F.lit("no declared table reads this topic")))
         df = df.withColumn(rows.KIND, F.lit(rows.INSERT)).withColumn(rows.SEQ, F.col("offset"))
         image = F.col("__v")
@@ -167,14 +167,19 @@ def decode(source: "Kafka", raw: "DataFrame", tables: tuple[TableSchema, ...]) -
         typed[t.table_id] = values
         errors.append(F.when(mine & F.col("__err").isNull(), bad))
     df = df.withColumn("__err", F.coalesce(*errors))
+    extra = []
     if o.format_error_handle_way == "skip":
         df = df.where(F.col("__err").isNull())
+    elif o.format_error_handle_way == "dead_letter":
+        extra = [F.when(F.col("__err").isNotNull(), rows.reject(
+            F.col("__v"), F.col("__err"), F.col("__src_table"), F.col("topic"), F.col("partition"), F.col("offset"),
+        )).alias(rows.REJECT)]
     else:  # a filter, so no pruning of unread columns can drop the check
         df = df.where(F.when(F.col("__err").isNotNull(), F.raise_error(F.concat(where, F.col("__err")))).otherwise(F.lit(True)))
     meta = [F.col(rows.TABLE), F.col(rows.KIND).cast("string").alias(rows.KIND), F.col(rows.SEQ).cast("bigint").alias(rows.SEQ)]
     if len(tables) == 1:
         t = tables[0]
-        return df.select(*meta, *[typed[t.table_id][c.name].alias(c.name) for c in t.columns])
+        return df.select(*meta, *[typed[t.table_id][c.name].alias(c.name) for c in t.columns], *extra)
     from streaming_engine.schema import Dataset
 
     layout = rows.layout(Dataset(tables))
@@ -189,7 +194,7 @@ def decode(source: "Kafka", raw: "DataFrame", tables: tuple[TableSchema, ...]) -
             cond = F.col(rows.TABLE) == F.lit(tid)
             expr = F.when(cond, value) if expr is None else expr.when(cond, value)
         slots.append((expr if expr is not None else F.lit(None)).cast(ddl).alias(slot))
-    return df.select(*meta, *slots)
+    return df.select(*meta, *slots, *extra)
 
 
 def _table_by_topic(source: "Kafka", tables: tuple[TableSchema, ...]) -> "Column":
@@ -263,6 +268,7 @@ def _debezium(source: "Kafka", df: "DataFrame", tables: tuple[TableSchema, ...])
         .otherwise(F.array(img(rows.DELETE, "before")))
     )
     df = df.withColumn(rows.TABLE, table).withColumn("__err", err)
+    df = df.withColumn("__src_table", F.coalesce(table, F.nullif(name, F.lit(""))))
     df = df.withColumn("__c", F.explode(changes))
     df = df.withColumn(rows.KIND, F.col("__c.k")).withColumn(rows.SEQ, F.coalesce(s["lsn"], F.col("offset")))
     return df, F.col("__c.img")

@@ -21,8 +21,11 @@ Options (SeaTunnel's names and meanings):
   ``debezium_json`` (Debezium change events, see below); Spark has no reader
   for canal_json, maxwell_json, ogg_json, avro, protobuf and native here: those
   are refused at plan time;
-- ``format_error_handle_way``: ``fail`` (default: the query stops with an error
-  naming the topic, partition and offset of the record) or ``skip``;
+- ``format_error_handle_way``: ``dead_letter`` (default, ours: the record, its
+  error, its table if known and its topic, partition and offset go to the
+  job's dead-letter Delta table in the same epoch), ``fail`` (SeaTunnel's
+  default: the query stops with an error naming the topic, partition and
+  offset of the record) or ``skip``;
 - ``schema`` (one table) or ``tables_configs = [{ topic, schema { table = ... } }, ...]``
   (several tables: json/text records are routed by topic; debezium_json
   records by the table named in the event);
@@ -150,8 +153,10 @@ class KafkaSourceOptions(SourceOptions):
     )
     schema_: SchemaBlock | None = Field(None, alias="schema", description="The table of a single-table source.")
     format: Format = Field("json", description="json, text or debezium_json.")
-    format_error_handle_way: Literal["fail", "skip"] = Field(
-        "fail", description="A record that cannot be decoded: fail (stop, naming its offset) or skip it."
+    format_error_handle_way: Literal["dead_letter", "fail", "skip"] = Field(
+        "dead_letter",
+        description="A record that cannot be decoded: dead_letter (into the job's dead-letter table, with its "
+        "error and offset), fail (stop, naming its offset) or skip it.",
     )
     field_delimiter: str = Field(",", min_length=1, description="text format: the field separator.")
     start_mode: Literal["earliest", "group_offsets", "latest", "specific_offsets", "timestamp"] = Field(
@@ -271,6 +276,9 @@ class Kafka(Source):
             return Dataset(tuple(t.schema_.to_table(tid) for tid, t in self.tables()))  # type: ignore[union-attr]
         assert o.schema_ is not None
         return Dataset((o.schema_.to_table(self.tables()[0][0]),))
+
+    def dead_letters(self) -> bool:
+        return self.options.format_error_handle_way == "dead_letter"
 
     def describe(self) -> str:
         o = self.options

@@ -65,6 +65,10 @@ class EnvConfig(BaseModel):
         False, alias="security.restricted",
         description="Refuse plugins that run code or read local files (see README, Security).",
     )
+    dead_letter_path: str | None = Field(
+        None, alias="dead_letter.path",
+        description="Delta table of records sources could not decode (default: <checkpoint.dir>/<job>/_dead_letter).",
+    )
     spark: dict[str, str] = Field(default_factory=dict, description="spark.* settings passed to Spark as-is.")
 
     @field_validator("job_mode", mode="before")

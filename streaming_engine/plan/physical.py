@@ -113,7 +113,21 @@ def persisted(dag: LogicalDag, p: Pipeline) -> frozenset[str]:
             out.add(v.id)
     if len([v for v in p.vertices if v.kind == "source"]) > 1:  # unioned into one multi-table batch
         out.update(v.id for v in p.vertices if v.kind == "source")
+    # read twice: its dead letters, then its good rows
+    out.update(v.id for v in p.vertices if v.kind == "source" and dag.vertex(v.members[0]).plugin.dead_letters())
     return frozenset(out)
+
+
+def dead_letter_path(dag: LogicalDag) -> str:
+    """The job's dead-letter Delta table (``env.dead_letter.path``)."""
+    if dag.env.dead_letter_path:
+        return dag.env.dead_letter_path
+    return f"{dag.env.checkpoint_dir.rstrip('/')}/{slug(dag.job_name)}/_dead_letter"
+
+
+def dead_letter_app_id(dag: LogicalDag, pipeline_key: str) -> str:
+    """Delta ``txnAppId`` of a pipeline's dead-letter appends (one per epoch)."""
+    return ".".join([slug(dag.job_name), slug(pipeline_key), "_dead_letter"])
 
 
 def unread_metadata(dag: LogicalDag, p: Pipeline) -> tuple[str, ...]:
@@ -171,6 +185,8 @@ def _read_stage(
     }
     if unread:
         detail["unread_metadata"] = list(unread)  # left null: not computed
+    if lv.plugin.dead_letters():
+        detail["dead_letter"] = dead_letter_path(dag)
     return Stage(
         "read",
         v.id,

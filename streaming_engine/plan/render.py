@@ -79,6 +79,8 @@ def to_text(job: "CompiledJob") -> str:
             lines.append(f"    {i}. [{s.kind}] {s.vertex}: {s.operator}{cache}")
             if s.detail.get("unread_metadata"):
                 lines.append(f"       - not read downstream, left null: {', '.join(s.detail['unread_metadata'])}")
+            if s.detail.get("dead_letter"):
+                lines.append(f"       - records it cannot decode -> dead-letter table {s.detail['dead_letter']}")
             for seg in s.detail.get("segments", ()):
                 lines.append(f"       - {seg['operator']}: {seg['describe']}")
             if s.kind == "sink-group":

@@ -184,6 +184,12 @@ class Source(Plugin):
         """One line for the physical plan: what Spark will read."""
         return self.name
 
+    def dead_letters(self) -> bool:
+        """True when :meth:`read` adds the ``__reject`` column (``rows.REJECT``):
+        records it could not decode go to the job's dead-letter table instead
+        of stopping the job."""
+        return False
+
     # -- run time ------------------------------------------------------------
     def read(self, ctx: "SourceContext") -> "DataFrame":
         """A streaming DataFrame in the engine's row envelope (runtime/rows.py).

@@ -24,7 +24,9 @@ from streaming_engine.checkpoint import ledger, resume
 from streaming_engine.dag.logical import LogicalDag
 from streaming_engine.errors import EngineError, RuntimeFailure
 from streaming_engine.plan.execution import ExecutionVertex, Pipeline
-from streaming_engine.plan.physical import checkpoint_location, persisted, slug, txn_app_id, unread_metadata
+from streaming_engine.plan.physical import (
+    checkpoint_location, dead_letter_app_id, dead_letter_path, persisted, slug, txn_app_id, unread_metadata,
+)
 from streaming_engine.runtime import faults, rows
 from streaming_engine.runtime.chain import run_chain
 from streaming_engine.runtime.context import CommitRecord, EpochContext, SourceContext
@@ -98,6 +100,15 @@ class PipelineRunner:
                 self.targets[(lv.uid, table.table_id)] = lv.plugin.target_for(table)  # type: ignore[attr-defined]
                 if table.table_id in held:
                     self.marks[(lv.uid, table.table_id)] = held[table.table_id]
+        if self._dead_letters:
+            # the dead-letter table is a target too: a checkpoint behind it stops the run like any sink's
+            from streaming_engine.checkpoint import delta_log
+
+            path = dead_letter_path(self.dag)
+            self.targets[DEAD_LETTER] = path
+            state = delta_log.inspect(self.spark, path, dead_letter_app_id(self.dag, self.pipeline.key), _dead_letter_struct())
+            if state.epoch >= 0:
+                self.marks[DEAD_LETTER] = state.epoch
         ahead = resume.check(where, self.checkpoint, self.marks, self.targets, self.dag.env.checkpoint_behind_targets)
         if ahead:
             log.warning(
@@ -107,6 +118,35 @@ class PipelineRunner:
 
     def _sources(self) -> list[ExecutionVertex]:
         return [v for v in self.pipeline.vertices if v.kind == "source"]
+
+    @property
+    def _dead_letters(self) -> bool:
+        return any(self.dag.vertex(v.members[0]).plugin.dead_letters() for v in self._sources())  # type: ignore[attr-defined]
+
+    def _write_dead_letters(self, batch: "DataFrame", batch_id: int) -> "tuple[DataFrame, CommitRecord | None]":
+        """Records the sources could not decode -> the job's dead-letter table,
+        as epoch ``batch_id`` of the pipeline's txn id (a replay appends
+        nothing twice); the batch's good rows, without the reject column."""
+        from pyspark.sql import functions as F
+
+        from streaming_engine.checkpoint import delta_txn
+
+        good = batch.where(F.col(rows.REJECT).isNull()).drop(rows.REJECT)
+        dead = batch.where(F.col(rows.REJECT).isNotNull())
+        path = dead_letter_path(self.dag)
+        if batch_id <= self.marks.get(DEAD_LETTER, -1):
+            return good, CommitRecord(DEAD_LETTER[0], DEAD_LETTER[1], path, 0, None, True)
+        if dead.isEmpty():
+            return good, None
+        letters = dead.select(
+            f"{rows.REJECT}.*", F.lit(batch_id).cast("bigint").alias("epoch"), F.lit(self.pipeline.key).alias("pipeline"),
+            F.current_timestamp().alias("recorded_at"),
+        )
+        done = delta_txn.append_with_writer(
+            self.spark, letters, delta_txn.Target(path), dead_letter_app_id(self.dag, self.pipeline.key), batch_id
+        )
+        faults.maybe_crash("dead_letters_written", batch_id)
+        return good, CommitRecord(DEAD_LETTER[0], DEAD_LETTER[1], path, done.rows, done.version, done.skipped)
 
     def combined_dataset(self) -> Dataset:
         return Dataset(tuple(t for v in self._sources() for t in v.schema.tables))
@@ -157,8 +197,12 @@ class PipelineRunner:
                     shuffled = True
                 batch = batch.persist()
                 cached.append(batch)
+            commits: list[CommitRecord] = []
+            if self._dead_letters:
+                batch, letters = self._write_dead_letters(batch, batch_id)
+                commits.extend([letters] if letters is not None else [])
             outputs = self._run_vertices(batch, batch_id, cached, shuffled)
-            commits = self._commit_sinks(outputs, batch_id, batch if shuffled else None)
+            commits += self._commit_sinks(outputs, batch_id, batch if shuffled else None)
             faults.maybe_crash("before_ledger", batch_id)
             self._wait_for_ledger()
             ledger.record(
@@ -343,10 +387,23 @@ def _union_envelopes(frames: list[tuple[Dataset, "DataFrame"]], combined: Datase
                 for table_id, src in found:
                     expr = F.when(F.col(rows.TABLE) == table_id, F.col(src)).otherwise(expr)
             cols.append(expr.alias(slot))
+        if any(rows.REJECT in f.columns for _, f in frames):
+            cols.append(F.col(rows.REJECT) if rows.REJECT in df.columns else F.lit(None).cast(f"struct<{rows.REJECT_DDL}>").alias(rows.REJECT))
         framed = df.select(*cols)
         out = framed if out is None else out.unionByName(framed)
     assert out is not None
     return out
+
+
+DEAD_LETTER = ("_dead_letter", "*")  # (sink uid, table) of the dead-letter table in marks, targets and the ledger
+
+
+def _dead_letter_struct() -> "object":
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    dt = _parse_datatype_string(f"{rows.REJECT_DDL}, epoch bigint, pipeline string, recorded_at timestamp")
+    assert isinstance(dt, StructType)
+    return dt
 
 
 def _shuffle_partitions(spark: "SparkSession") -> int:

@@ -33,6 +33,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
     from pyspark.sql.types import StructType
 
+# A record a source could not decode travels as a row whose REJECT column
+# holds its dead letter (every good row: null); the runtime writes those rows
+# to the job's dead-letter table and hands only good rows downstream.
+REJECT = "__reject"
+REJECT_DDL = "payload string, error string, source_table string, topic string, `partition` int, `offset` bigint"
+
 K = TypeVar("K")
 T = TypeVar("T")
 
@@ -244,6 +250,21 @@ def blank_metadata(df: "DataFrame", names: "Sequence[str]") -> "DataFrame":
 
     types = dict(part.split() for part in META_DDL.split(", "))
     return df.select(*[F.lit(None).cast(types[c]).alias(c) if c in names else column(c) for c in df.columns])
+
+
+def reject(payload: "Column", error: "Column", source_table: "Column", topic: "Column | None" = None,
+           partition: "Column | None" = None, offset: "Column | None" = None) -> "Column":
+    """The REJECT struct of a record (build it under ``when(error is not null)``)."""
+    from pyspark.sql import functions as F
+
+    def typed(c: "Column | None", t: str) -> "Column":
+        return (c if c is not None else F.lit(None)).cast(t)
+
+    return F.struct(
+        typed(payload, "string").alias("payload"), typed(error, "string").alias("error"),
+        typed(source_table, "string").alias("source_table"), typed(topic, "string").alias("topic"),
+        typed(partition, "int").alias("partition"), typed(offset, "bigint").alias("offset"),
+    )
 
 
 

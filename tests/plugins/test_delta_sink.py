@@ -37,7 +37,7 @@ def test_upsert_uses_table_key_or_option_and_sequence_column():
     assert sink.targets(Dataset((ORDERS,))) == ["db1.orders -> /tmp/wh/orders (upsert by id)"]
     keyed = make(table="lake.${table_name}", write_mode="upsert", primary_key="item_id", sequence_column="ts")
     keyed.check_input(Dataset((ITEMS,)))
-    assert keyed.targets(Dataset((ITEMS,))) == ["db1.items -> table lake.items (upsert by item_id, newest ts)"]
+    assert keyed.targets(Dataset((ITEMS,))) == ["db1.items -> table lake.items (upsert by item_id, newest ts, tombstones kept 7d)"]
 
 
 def test_primary_key_placeholder_idiom_means_table_key():

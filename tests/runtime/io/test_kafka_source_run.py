@@ -83,6 +83,41 @@ def test_a_record_that_is_not_json_stops_the_job_naming_its_offset_or_is_skipped
     assert [r["id"] for r in ran.rows(spark, "orders", order_by="id")] == [1, 3]
 
 
+def test_records_that_cannot_be_decoded_go_to_the_dead_letter_table_in_the_same_epoch(kafka_broker, run_job_text, spark):
+    kafka_broker.create_topic("orders", partitions=2)
+    good = [(str(i), _order(i), i % 2) for i in range(60)]
+    bad = [("x1", "this is not json", 0), ("x2", '{"id": "not a number", "item": 1}', 1), ("x3", "[1, 2]", 0)]
+    _produce(kafka_broker.bootstrap, "orders", good[:30] + bad + good[30:])
+    job = JSON_JOB.format(bootstrap=kafka_broker.bootstrap, errors="dead_letter").replace("kjson", "kdead")
+    ran = run_job_text(job)
+    assert ran.result.status == "FINISHED", ran.result.error
+    assert [r["id"] for r in ran.rows(spark, "orders", order_by="id")] == list(range(60))
+    letters = ran.rows(spark, "checkpoints/kdead/_dead_letter", order_by="payload")
+    assert [r["payload"] for r in letters] == sorted(v for _, v, _ in bad)
+    for r in letters:
+        assert r["topic"] == "orders" and r["source_table"] == "shop.orders" and r["pipeline"] == "orders"
+        assert "not a JSON object" in r["error"] or "expected" in r["error"]
+    # the offset of every dead letter is the record's own: rows of other partitions/offsets are the good ones
+    by_payload = {r["payload"]: (r["partition"], r["offset"]) for r in letters}
+    assert by_payload["this is not json"][0] == 0 and by_payload['{"id": "not a number", "item": 1}'][0] == 1
+    # rows in = rows applied + rows dead-lettered, epoch by epoch, in the ledger
+    ledger = spark.read.format("delta").load(str(ran.work / "checkpoints" / "kdead" / "_ledger"))
+    per_epoch: dict[int, dict[str, int]] = {}
+    for r in ledger.collect():
+        d = r.asDict()
+        per_epoch.setdefault(d["epoch"], {})[d["sink"]] = d["rows"]
+    assert sum(e.get("_dead_letter", 0) for e in per_epoch.values()) == 3
+    assert sum(sum(v for k, v in e.items() if k != "_dead_letter") for e in per_epoch.values()) == 60
+    assert sum(e.get("_dead_letter", 0) + sum(v for k, v in e.items() if k != "_dead_letter")
+               for e in per_epoch.values()) == len(good) + len(bad)
+    # explain names the dead-letter table
+    from streaming_engine.job import compile_text
+    from streaming_engine.plan.render import render
+
+    text = render(compile_text(job, variables={"work": str(ran.work)}, file="job.conf"))
+    assert "-> dead-letter table" in text and "kdead/_dead_letter" in text, text
+
+
 CDC_JOB = """
 env {{ job.name = cdc, job.mode = BATCH }}
 source {{
