@@ -248,6 +248,12 @@ class KafkaSourceOptions(SourceOptions):
         return self
 
 
+def _debezium_match(table_id: str) -> str:
+    parts = table_id.split(".")
+    names = {1: ["table"], 2: ["schema (or db)", "table"], 3: ["db", "schema", "table"]}[len(parts)]
+    return ", ".join(f"source.{n} = {p}" for n, p in zip(names, parts))
+
+
 def _check_regex(pattern: str) -> None:
     try:
         re.compile(pattern)
@@ -284,7 +290,18 @@ class Kafka(Source):
         o = self.options
         what = f"pattern {o.topic!r}" if o.pattern else f"topic {o.topic}" if o.topic else "topics per table"
         rate = f", <= {o.max_offsets_per_trigger} records/epoch" if o.max_offsets_per_trigger else ""
-        return f"Kafka ({what}, {o.format}, start {o.start_mode}{rate})"
+        errors = {"dead_letter": "undecodable -> dead letters", "fail": "undecodable -> fail", "skip": "undecodable -> skipped"}
+        routes = []
+        for tid, cfg in self.tables():
+            fmt = (cfg.format if cfg else None) or o.format
+            if fmt == "debezium_json":
+                routes.append(f"{tid} <- Debezium events of {_debezium_match(tid)}")
+            elif cfg is not None and cfg.topic is not None:
+                routes.append(f"{tid} <- {'pattern ' if cfg.pattern else 'topic '}{cfg.topic} ({fmt})")
+            else:
+                routes.append(f"{tid} <- every record ({fmt})")
+        return (f"Kafka ({what}, {o.format}, start {o.start_mode}{rate}, {errors[o.format_error_handle_way]}; "
+                f"routing: {'; '.join(routes)})")
 
     # -- run time ------------------------------------------------------------
     def read(self, ctx: Any) -> Any:

@@ -1,0 +1,64 @@
+"""The Kafka source at plan time: options, errors, and what explain shows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from streaming_engine.job import compile_file
+from streaming_engine.plan.render import render
+from tests.unit.helpers import problems_of
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_debezium_example_plans_its_routing_order_and_dead_letters():
+    job = compile_file(ROOT / "conf" / "examples" / "kafka_debezium_to_delta.conf", variables={"KAFKA": "k:9092"})
+    text = render(job)
+    assert "public.customers <- Debezium events of source.schema (or db) = public, source.table = customers" in text
+    assert "undecodable -> dead letters" in text
+    assert "records it cannot decode -> dead-letter table work/checkpoints/shop_cdc/_dead_letter" in text
+    assert "public.orders -> work/lake/public/orders (upsert by id, newest _lsn, tombstones kept 7d, _lsn = source order)" in text
+    [read] = [s for s in job.physical.pipelines[0].stages if s.kind == "read"]
+    assert read.detail["persist"] is True and read.detail["dead_letter"].endswith("shop_cdc/_dead_letter")
+
+
+BASE = """
+source {{ Kafka {{ plugin_output = k, bootstrap.servers = "h:1", {opts} }} }}
+sink {{ Console {{ plugin_input = k }} }}
+"""
+SCHEMA = 'schema = { fields { id = int } }'
+
+
+@pytest.mark.parametrize(
+    "opts, message",
+    [
+        (f'topic = t, format = avro, {SCHEMA}', "format 'avro' is not supported"),
+        (f'topic = t, format = canal_json, {SCHEMA}', "no Canal JSON decoder"),
+        (f'topic = t, commit_on_checkpoint = true, {SCHEMA}', "commit_on_checkpoint = true is not supported yet"),
+        (f'topic = t, start_mode = specific_offsets, {SCHEMA}', "start_mode = specific_offsets needs start_mode.offsets"),
+        (f'topic = t, start_mode = timestamp, {SCHEMA}', "needs start_mode.timestamp"),
+        (f'topic = t, start_mode = specific_offsets, start_mode.offsets = {{ t = 3 }}, {SCHEMA}', '"<topic>-<partition>"'),
+        (f'topic = "a[", pattern = true, {SCHEMA}', "not a valid regular expression"),
+        ("topic = t", "schema is required"),
+        (f"{SCHEMA}", "topic is required"),
+        ('tables_configs = [ { schema = { table = "a.b", fields { id = int } } } ]', "routes records by topic; set its topic"),
+        (f'topic = t, debezium_record_table_filter = {{ table_name = x }}, {SCHEMA}', "only applies to format = debezium_json"),
+    ],
+)
+def test_bad_kafka_options_are_config_errors_that_say_what_to_change(opts, message):
+    found = [str(p) for p in problems_of(BASE.format(opts=opts))]
+    assert any(message in f for f in found), found
+
+
+def test_specific_offsets_and_nested_kafka_config_are_flattened():
+    from tests.unit.helpers import compile_ok
+
+    job = compile_ok(BASE.format(opts=f'topic = orders, start_mode = specific_offsets, '
+                                      f'start_mode.offsets = {{ orders-0 = 7, orders-1 = 9 }}, '
+                                      f'kafka.config = {{ client.id = c1, max.poll.records = 10 }}, {SCHEMA}'))
+    [src] = [v for v in job.dag.vertices if v.kind == "source"]
+    o = src.plugin.options
+    assert o.start_mode_offsets == {"orders-0": 7, "orders-1": 9}
+    assert o.kafka_config == {"client.id": "c1", "max.poll.records": "10"}
