@@ -48,9 +48,9 @@ within one partition). Values arrive as Debezium writes them by default:
 dates as days since 1970-01-01, timestamps as microseconds (or ISO text),
 decimals as text or numbers (Debezium's ``decimal.handling.mode = string`` or
 ``double``; the binary default cannot be read as a decimal and is a format
-error). A TRUNCATE event (``op = t``) stops the query with an error: applying
-it is not supported yet, and skipping it would leave rows the database no
-longer has.
+error). A TRUNCATE event (``op = t``) is not applied yet: it is a decoding
+error (a dead letter by default, naming the table; with ``fail`` it stops the
+query), never skipped silently.
 """
 
 from __future__ import annotations
