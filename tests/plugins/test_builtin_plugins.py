@@ -7,11 +7,11 @@ from streaming_engine.plugins.base import SinkOptions, SourceOptions, TransformO
 from streaming_engine.plugins.registry import SINKS, SOURCES, TRANSFORMS
 
 EXPECTED = {
-    "source": (SOURCES, SourceOptions, {"FakeSource", "LocalFile", "Delta", "Rate"}),
+    "source": (SOURCES, SourceOptions, {"FakeSource", "LocalFile", "Delta", "Rate", "Kafka"}),
     "transform": (TRANSFORMS, TransformOptions, {
         "Copy", "Filter", "FieldMapper", "FieldRename", "TableRename", "TableMerge", "FilterRowKind",
         "RowKindExtractor", "Replace", "Split", "Sql", "JsonPath", "DataValidator", "Python"}),
-    "sink": (SINKS, SinkOptions, {"Delta", "Console", "Assert", "LocalFile", "Noop"}),
+    "sink": (SINKS, SinkOptions, {"Delta", "Console", "Assert", "LocalFile", "Noop", "Kafka"}),
 }  # fmt: skip
 
 ALL = [(kind, name) for kind, (_, _, names) in EXPECTED.items() for name in sorted(names)]
