@@ -68,5 +68,6 @@ def test_transform_traits(name):
 
 
 def test_sink_commit_protocols():
-    protocols = {n: SINKS.find(n).commit_protocol for n in EXPECTED["sink"][2]}
+    # Kafka's depends on its semantics (an instance property, tested with the sink)
+    protocols = {n: SINKS.find(n).commit_protocol for n in EXPECTED["sink"][2] if n != "Kafka"}
     assert protocols == {"Delta": "delta-txn", "LocalFile": "staged-publish", "Console": "none", "Assert": "none", "Noop": "none"}
