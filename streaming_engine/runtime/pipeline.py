@@ -173,12 +173,14 @@ class PipelineRunner:
             frames.append((lv.schema, lv.plugin.read(ctx)))  # type: ignore[attr-defined]
         df = frames[0][1] if len(frames) == 1 else _union_envelopes(frames, self.combined_dataset())
         # before foreachBatch, where Spark can still prune: a batch handed to
-        # foreachBatch is planned already, so what nothing reads would be computed
-        return rows.blank_metadata(df, unread_metadata(self.dag, self.pipeline))
+        # foreachBatch is planned already, so what nothing reads would be
+        # computed (and carried); _commit_epoch puts them back as nulls
+        return rows.drop_metadata(df, unread_metadata(self.dag, self.pipeline))
 
     # -- one epoch -------------------------------------------------------------
     def _commit_epoch(self, batch: "DataFrame", batch_id: int) -> None:
         started = time.monotonic()
+        batch = rows.blank_metadata(batch, unread_metadata(self.dag, self.pipeline))
         shuffled = False
         faults.maybe_crash("epoch_start", batch_id)
         cached: list["DataFrame"] = []
