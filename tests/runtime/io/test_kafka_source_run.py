@@ -249,3 +249,40 @@ def test_debezium_events_replayed_three_times_and_shuffled_across_partitions_giv
     assert _delta_rows(spark, ran, "orders", ["id", "customer", "total", "placed", "day"]) == _pg_rows(pg, "orders")
     # several epochs (25 records each), so older events did arrive after newer ones across epochs
     assert spark.sql(f"DESCRIBE HISTORY delta.`{ran.work / 'wh' / 'customers'}`").count() > 5
+
+
+def test_twenty_postgresql_tables_through_debezium_equal_their_delta_tables(
+    postgres_db, kafka_broker, debezium_factory, run_job_text, spark
+):
+    """20 tables captured by one Debezium engine (one topic each), read through
+    one topic pattern and fanned out by the events' source blocks: snapshot
+    rows, then per table an update, a delete, a primary-key change and an insert."""
+    pg = postgres_db
+    tables = [f"t{i:02d}" for i in range(20)]
+    for t in tables:
+        pg.execute(f"CREATE TABLE {t} (id int PRIMARY KEY, v text, n bigint)")
+        for i in range(5):
+            pg.execute(f"INSERT INTO {t} VALUES (%s, %s, %s)", (i, f"{t}-{i}", i))
+    dbz = debezium_factory(pg, kafka_broker, "twenty", [f"public.{t}" for t in tables], schemas_enable=True)
+    for k, t in enumerate(tables):
+        pg.execute(f"UPDATE {t} SET n = n * 100, v = 'upd' WHERE id = 1")
+        pg.execute(f"DELETE FROM {t} WHERE id = 2")
+        pg.execute(f"UPDATE {t} SET id = 50 WHERE id = 3")
+        pg.execute(f"INSERT INTO {t} VALUES (%s, %s, %s)", (100 + k, "new", None))
+    dbz.wait_published(20 * 5 + 20 * (1 + 2 + 3 + 1), timeout=90)
+    configs = ",\n".join(
+        f'{{ schema = {{ table = "public.{t}", fields {{ id = int, v = string, n = bigint }}, '
+        f"primaryKey {{ name = pk, columnNames = [id] }} }} }}"
+        for t in tables
+    )
+    job = f"""
+env {{ job.name = twenty, job.mode = BATCH }}
+source {{ Kafka {{ plugin_output = cdc, bootstrap.servers = "{kafka_broker.bootstrap}", topic = "twenty\\\\.public\\\\..*",
+  pattern = true, start_mode = earliest, format = debezium_json, tables_configs = [ {configs} ] }} }}
+sink {{ Delta {{ plugin_input = cdc, path = "${{work}}/wh/${{table_name}}", save_mode = upsert, source_order_column = _lsn }} }}
+"""
+    ran = run_job_text(job)
+    assert ran.result.status == "FINISHED", ran.result.error
+    for t in tables:
+        assert _delta_rows(spark, ran, t, ["id", "v", "n"]) == _pg_rows(pg, t), t
+    assert not (ran.work / "checkpoints" / "twenty" / "_dead_letter").exists()
