@@ -14,7 +14,9 @@ from typing import ClassVar
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from streaming_engine.redact import redact_text
-from streaming_engine.runtime.events import EpochCommitted, Event, EventBus, JobFinished, JobStarted, PipelineFinished, PipelineStarted
+from streaming_engine.runtime.events import (
+    EpochCommitted, Event, EventBus, JobFinished, JobStarted, PipelineFinished, PipelineStarted, SourceProgress,
+)
 
 _STATUS = {"CREATED": 0, "RUNNING": 1, "FINISHED": 2, "CANCELED": 3, "FAILED": 4}
 
@@ -47,6 +49,15 @@ class PrometheusMetrics:
         )
         self.restarts = Counter("streaming_engine_pipeline_restarts", "Pipeline restarts", ["job", "pipeline"], registry=r)
         self.job_status = Gauge("streaming_engine_job_status", "1 running, 2 finished, 4 failed", ["job"], registry=r)
+        self.input_rows = Counter(
+            "streaming_engine_source_rows", "Rows the pipeline's source(s) read (Spark's numInputRows)", ["job", "pipeline"],
+            registry=r,
+        )
+        self.lag = Gauge(
+            "streaming_engine_source_lag_records",
+            "Records of a source partition (Kafka: topic, partition) not read yet, after the last micro-batch",
+            ["job", "pipeline", "topic", "partition"], registry=r,
+        )
         self.server = None
         self.port = None
         if port is not None:
@@ -79,6 +90,10 @@ class PrometheusMetrics:
                     self.replays.labels(*_safe(e.job, e.pipeline, c.sink, c.table)).inc()
                 else:
                     self.rows.labels(*_safe(e.job, e.pipeline, c.sink, c.table)).inc(c.rows)
+        elif isinstance(e, SourceProgress):
+            self.input_rows.labels(*_safe(e.job, e.pipeline)).inc(e.input_rows)
+            for topic, partition, behind in e.lag:
+                self.lag.labels(*_safe(e.job, e.pipeline, topic, str(partition))).set(behind)
         elif isinstance(e, PipelineFinished):
             self.pipeline_status.labels(*_safe(e.job, e.pipeline)).set(_STATUS.get(e.status, 4))
         elif isinstance(e, JobFinished):

@@ -43,6 +43,18 @@ class EpochCommitted(Event):
 
 
 @dataclass(frozen=True)
+class SourceProgress(Event):
+    """What Spark reported after a micro-batch: its input rows and, for
+    sources with offsets per partition (Kafka), each partition's lag behind
+    the newest offset Spark saw: ((topic, partition, records behind), ...)."""
+
+    pipeline: str
+    batch: int
+    input_rows: int
+    lag: tuple[tuple[str, int, int], ...] = ()
+
+
+@dataclass(frozen=True)
 class PipelineFinished(Event):
     pipeline: str
     status: str  # FINISHED | FAILED | CANCELED

@@ -11,6 +11,7 @@ apart, unless its error is not transient (a failed Assert, a config error).
 
 from __future__ import annotations
 
+import json
 import logging
 import signal
 import sys
@@ -32,6 +33,7 @@ from streaming_engine.runtime.events import (
     JobStarted,
     PipelineFinished,
     PipelineStarted,
+    SourceProgress,
 )
 from streaming_engine.runtime.pipeline import PipelineRunner
 
@@ -51,6 +53,7 @@ class _Running:
     epochs: int = 0
     done: bool = False
     error: str | None = None
+    reported: int = -1  # the newest micro-batch whose progress was published
 
 
 @dataclass
@@ -166,6 +169,7 @@ def _supervise(
         for item in running:
             if item.done:
                 continue
+            _report_progress(bus, item)
             q = item.query
             if q.isActive:
                 enough = stop_after_epochs is not None and epochs[item.runner.pipeline.key] >= stop_after_epochs
@@ -212,6 +216,48 @@ def _supervise(
                     _finished(bus, item, "CANCELED")
             return "CANCELED", None
         _wait_a_little(running)
+
+
+def _report_progress(bus: "EventBus | None", item: "_Running") -> None:
+    """A SourceProgress event for each micro-batch Spark finished since the last look."""
+    if bus is None:
+        return
+    try:
+        progress = item.query.lastProgress
+    except Exception:  # the query is going away
+        return
+    if not progress:
+        return
+    p = progress if isinstance(progress, dict) else json.loads(progress.json)
+    batch = int(p.get("batchId", -1))
+    if batch <= item.reported:
+        return
+    item.reported = batch
+    r = item.runner
+    bus.publish(SourceProgress(r.dag.job_name, r.pipeline.key, batch, int(p.get("numInputRows") or 0),
+                               tuple(_partition_lag(p.get("sources") or []))))
+
+
+def _partition_lag(sources: list) -> "list[tuple[str, int, int]]":
+    """Per (topic, partition): newest offset Spark saw minus the batch's end offset."""
+    out = []
+    for s in sources:
+        try:
+            latest, end = s.get("latestOffset"), s.get("endOffset")
+            latest = json.loads(latest) if isinstance(latest, str) else latest
+            end = json.loads(end) if isinstance(end, str) else end
+        except (ValueError, AttributeError):
+            continue
+        if not isinstance(latest, dict) or not isinstance(end, dict):
+            continue
+        for topic, parts in latest.items():
+            if not isinstance(parts, dict):
+                continue
+            for partition, newest in parts.items():
+                done = (end.get(topic) or {}).get(partition)
+                if isinstance(newest, int) and isinstance(done, int):
+                    out.append((topic, int(partition), max(0, newest - done)))
+    return out
 
 
 def _wait_a_little(running: list[_Running], seconds: float = 0.2) -> None:

@@ -60,6 +60,20 @@ def test_json_records_are_read_once_across_runs_of_one_checkpoint(kafka_broker, 
     assert got[7]["at"].second == 7
     # max_offsets_per_trigger = 40: at most 40 records per epoch (100 records -> >= 3 epochs, one commit each)
     assert spark.sql(f"DESCRIBE HISTORY delta.`{ran.work / 'orders'}`").count() >= 3
+    # Spark's progress of every micro-batch: rows read, and each partition's lag, which ends at 0
+    from streaming_engine.metrics.prometheus import PrometheusMetrics
+    from streaming_engine.runtime.events import SourceProgress
+
+    progress = [e for e in ran.events if isinstance(e, SourceProgress)]
+    assert sum(e.input_rows for e in progress) == 100 and all(e.input_rows <= 40 for e in progress)
+    assert any(behind > 0 for e in progress for _, _, behind in e.lag)
+    assert sorted(progress[-1].lag) == [("orders", 0, 0), ("orders", 1, 0)]
+    metrics = PrometheusMetrics()
+    for e in ran.events:
+        metrics.on_event(e)
+    labels = {"job": "kjson", "pipeline": "orders", "topic": "orders", "partition": "1"}
+    assert metrics.registry.get_sample_value("streaming_engine_source_lag_records", labels) == 0
+    assert metrics.registry.get_sample_value("streaming_engine_source_rows_total", {"job": "kjson", "pipeline": "orders"}) == 100
 
     # a second run of the same job (same checkpoint) reads only the new records
     _produce(kafka_broker.bootstrap, "orders", [(str(i), _order(i), i % 2) for i in range(100, 130)])
