@@ -126,6 +126,45 @@ def _group_offsets(source: "Kafka", spark: Any, topics: list[str], patterns: lis
         admin.close()
 
 
+def commit_offsets(source: "Kafka", spark: Any, progress_sources: list[dict]) -> None:
+    """Commit the end offsets of the newest micro-batch (Spark's progress) for
+    the source's topics to ``consumer.group``: the next record to read, as a
+    Kafka consumer commits. Spark reads with its own group ids; this group
+    only mirrors the checkpoint."""
+    import re
+
+    o = source.options
+    topics, patterns = _subscription(source)
+    ends: dict[str, dict[str, int]] = {}
+    for entry in progress_sources:
+        end = entry.get("endOffset")
+        end = json.loads(end) if isinstance(end, str) else end
+        if not isinstance(end, dict) or "Kafka" not in str(entry.get("description", "")):
+            continue
+        for topic, parts in end.items():
+            if topic in topics or any(re.fullmatch(p, topic) for p in patterns):
+                for partition, offset in (parts or {}).items():
+                    if isinstance(offset, int) and offset >= 0:
+                        ends.setdefault(topic, {})[partition] = offset
+    if not ends:
+        return
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    props = jvm.java.util.Properties()
+    for key, value in o.kafka_config.items():
+        props.setProperty(key, value)
+    props.setProperty("bootstrap.servers", o.bootstrap_servers)
+    admin = jvm.org.apache.kafka.clients.admin.Admin.create(props)
+    try:
+        offsets = jvm.java.util.HashMap()
+        for topic, parts in ends.items():
+            for partition, offset in parts.items():
+                offsets.put(jvm.org.apache.kafka.common.TopicPartition(topic, int(partition)),
+                            jvm.org.apache.kafka.clients.consumer.OffsetAndMetadata(offset))
+        admin.alterConsumerGroupOffsets(o.consumer_group, offsets).all().get()
+    finally:
+        admin.close()
+
+
 # -- decoding ------------------------------------------------------------------
 
 def decode(source: "Kafka", raw: "DataFrame", tables: tuple[TableSchema, ...]) -> "DataFrame":

@@ -31,7 +31,11 @@ Options (SeaTunnel's names and meanings):
   records by the table named in the event);
 - ``max_offsets_per_trigger`` (ours: at most this many records per
   micro-batch, Spark's ``maxOffsetsPerTrigger``); ``poll.timeout``
-  (Spark's ``kafkaConsumer.pollTimeoutMs``).
+  (Spark's ``kafkaConsumer.pollTimeoutMs``);
+- ``commit_on_checkpoint`` (default true): after each committed epoch its end
+  offsets are committed to ``consumer.group`` (Admin client), so lag tools see
+  the job and a NEW checkpoint with ``group_offsets`` starts where it stopped;
+  the query itself always resumes from its checkpoint.
 
 Debezium (``format = debezium_json``, ``debezium_record_include_schema``
 default true: events wrapped in ``{"schema", "payload"}``): ``c`` and ``r``
@@ -143,9 +147,9 @@ class KafkaSourceOptions(SourceOptions):
         description="Consumer group whose committed offsets start_mode = group_offsets starts from.",
     )  # fmt: skip
     commit_on_checkpoint: bool = Field(
-        False,
-        description="Commit each epoch's offsets to consumer.group (not yet implemented: true is refused; "
-        "the offsets are kept in the checkpoint).",
+        True,
+        description="After each committed epoch, commit its end offsets to consumer.group (for lag tools and "
+        "start_mode = group_offsets of a new checkpoint; the query itself resumes from its checkpoint).",
     )
     poll_timeout: int = Field(10000, alias="poll.timeout", ge=1, description="Milliseconds a poll waits for records.")
     kafka_config: dict[str, Any] = Field(
@@ -204,11 +208,6 @@ class KafkaSourceOptions(SourceOptions):
 
     @model_validator(mode="after")
     def _check(self) -> "KafkaSourceOptions":
-        if self.commit_on_checkpoint:
-            raise ValueError(
-                "commit_on_checkpoint = true is not supported yet: the offsets of every epoch are kept in the "
-                "pipeline's checkpoint; remove the option or set it to false"
-            )
         if self.tables_configs is not None:
             if self.schema_ is not None:
                 raise ValueError("set either schema (one table) or tables_configs (several), not both")
@@ -308,3 +307,9 @@ class Kafka(Source):
         from sources import _kafka_runtime
 
         return _kafka_runtime.read(self, ctx)
+
+    def on_progress(self, spark: Any, sources: list[dict]) -> None:
+        if self.options.commit_on_checkpoint:
+            from sources import _kafka_runtime
+
+            _kafka_runtime.commit_offsets(self, spark, sources)

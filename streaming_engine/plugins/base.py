@@ -190,6 +190,12 @@ class Source(Plugin):
         of stopping the job."""
         return False
 
+    def on_progress(self, spark: "Any", sources: list[dict]) -> None:
+        """After each micro-batch Spark finished (the epoch is committed): the
+        ``sources`` entries of Spark's progress for the pipeline (start and end
+        offsets). For bookkeeping outside the checkpoint (Kafka: the consumer
+        group's offsets); it must not change what the query reads. Default: nothing."""
+
     # -- run time ------------------------------------------------------------
     def read(self, ctx: "SourceContext") -> "DataFrame":
         """A streaming DataFrame in the engine's row envelope (runtime/rows.py).

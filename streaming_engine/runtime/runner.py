@@ -236,6 +236,12 @@ def _report_progress(bus: "EventBus | None", item: "_Running") -> None:
     r = item.runner
     bus.publish(SourceProgress(r.dag.job_name, r.pipeline.key, batch, int(p.get("numInputRows") or 0),
                                tuple(_partition_lag(p.get("sources") or []))))
+    for v in r.pipeline.vertices:
+        if v.kind == "source":
+            try:
+                r.dag.vertex(v.members[0]).plugin.on_progress(r.spark, list(p.get("sources") or []))  # type: ignore[attr-defined]
+            except Exception as e:  # bookkeeping only: the epoch is committed either way
+                log.warning("source progress hook failed", extra={"pipeline": r.pipeline.name, "error": str(e)[:300]})
 
 
 def _partition_lag(sources: list) -> "list[tuple[str, int, int]]":

@@ -36,7 +36,6 @@ SCHEMA = 'schema = { fields { id = int } }'
     [
         (f'topic = t, format = avro, {SCHEMA}', "format 'avro' is not supported"),
         (f'topic = t, format = canal_json, {SCHEMA}', "no Canal JSON decoder"),
-        (f'topic = t, commit_on_checkpoint = true, {SCHEMA}', "commit_on_checkpoint = true is not supported yet"),
         (f'topic = t, start_mode = specific_offsets, {SCHEMA}', "start_mode = specific_offsets needs start_mode.offsets"),
         (f'topic = t, start_mode = timestamp, {SCHEMA}', "needs start_mode.timestamp"),
         (f'topic = t, start_mode = specific_offsets, start_mode.offsets = {{ t = 3 }}, {SCHEMA}', '"<topic>-<partition>"'),

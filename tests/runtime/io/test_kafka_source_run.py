@@ -300,3 +300,31 @@ sink {{ Delta {{ plugin_input = cdc, path = "${{work}}/wh/${{table_name}}", save
     for t in tables:
         assert _delta_rows(spark, ran, t, ["id", "v", "n"]) == _pg_rows(pg, t), t
     assert not (ran.work / "checkpoints" / "twenty" / "_dead_letter").exists()
+
+
+def test_committed_epochs_move_the_consumer_group_and_group_offsets_start_a_new_checkpoint_there(
+    kafka_broker, run_job_text, spark
+):
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    kafka_broker.create_topic("orders", partitions=2)
+    _produce(kafka_broker.bootstrap, "orders", [(str(i), _order(i), i % 2) for i in range(20)])
+    job = JSON_JOB.format(bootstrap=kafka_broker.bootstrap, errors="fail").replace(
+        "start_mode = earliest", 'start_mode = earliest, consumer.group = "eng-group"')
+    ran = run_job_text(job)
+    assert ran.result.status == "FINISHED", ran.result.error
+
+    admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap})
+    req = ConsumerGroupTopicPartitions("eng-group", [TopicPartition("orders", 0), TopicPartition("orders", 1)])
+    got = admin.list_consumer_group_offsets([req])["eng-group"].result()
+    assert sorted((tp.partition, tp.offset) for tp in got.topic_partitions) == [(0, 10), (1, 10)]
+
+    # a NEW job (new checkpoint) starting from the group's offsets reads only what came after
+    _produce(kafka_broker.bootstrap, "orders", [(str(i), _order(i), i % 2) for i in range(20, 26)])
+    fresh = job.replace("kjson", "kjson_group").replace("start_mode = earliest", "start_mode = group_offsets") \
+               .replace('path = "${work}/orders"', 'path = "${work}/orders2"')
+    ran = run_job_text(fresh)
+    assert ran.result.status == "FINISHED", ran.result.error
+    assert [r["id"] for r in ran.rows(spark, "orders2", order_by="id")] == list(range(20, 26))
