@@ -663,7 +663,8 @@ def bench_cdc_apply(b: Bench, rows: int, repeat: int) -> None:
         b.pair(
             f"CDC apply: {rows} changes (30 % updates, 10 % deletes) in {epochs} epochs into {n} Delta tables, "
             f"engine upsert {what} vs hand-written dedupe + MERGE",
-            engine_job(b.spark, CDC_JOB, **fmt), hand, repeat, Goal(1.0, "<= 1.0x (>= 1.0x the throughput)"),
+            # the stored-sequence row does more than the baseline (sequence + tombstones): no goal, information only
+            engine_job(b.spark, CDC_JOB, **fmt), hand, repeat, None if order else Goal(1.0, "<= 1.0x (>= 1.0x the throughput)"),
             warmup=not order, stats_of="out/*",
             note=(
                 f"Both: the same multi-table FakeSource CDC stream ({n} tables, keys = a quarter of each table's "

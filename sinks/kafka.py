@@ -105,6 +105,7 @@ from pydantic import Field, field_validator, model_validator
 from sinks._placeholders import check_template, render
 from streaming_engine.errors import SchemaError
 from streaming_engine.plugins.base import Sink, SinkOptions, missing_column
+from streaming_engine.config.keys import dotted_map
 from streaming_engine.plugins.registry import register
 from streaming_engine.schema import KIND, Dataset, TableSchema
 
@@ -138,22 +139,6 @@ def _format(v: Any) -> Any:
             raise ValueError(f"format {low!r} is not supported: {_UNSUPPORTED_FORMATS[low]}; use json, text or debezium_json")
         return low
     return v
-
-
-def _flat_map(value: dict[str, Any], prefix: str = "") -> dict[str, str]:
-    """``{request: {timeout: {ms: 1}}}`` (HOCON's reading of ``request.timeout.ms = 1``) -> ``{"request.timeout.ms": "1"}``."""
-    out: dict[str, str] = {}
-    for k, v in value.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(_flat_map(v, key + "."))
-        elif isinstance(v, bool):
-            out[key] = str(v).lower()
-        elif isinstance(v, (list, tuple)):
-            out[key] = ",".join(str(x) for x in v)
-        else:
-            out[key] = str(v)
-    return out
 
 
 def _list(v: Any) -> Any:
@@ -205,7 +190,7 @@ class KafkaSinkOptions(SinkOptions):
     def _flat(cls, v: Any) -> Any:
         if not isinstance(v, dict):
             return v
-        flat = _flat_map(v)
+        flat = dotted_map(v)
         for key, why in _OWNED.items():
             if key in flat:
                 raise ValueError(f"kafka.config.{key} is set by the sink: {why}")

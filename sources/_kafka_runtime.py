@@ -83,6 +83,16 @@ def _starting(source: "Kafka", ctx: Any, topics: list[str], patterns: list[str])
     return {"startingOffsets": json.dumps(_group_offsets(source, ctx.spark, topics, patterns))}
 
 
+def _admin(source: "Kafka", jvm: Any) -> Any:
+    """A Kafka Admin client (JVM, kafka-clients) with the source's consumer settings; close it."""
+    o = source.options
+    props = jvm.java.util.Properties()
+    for key, value in o.kafka_config.items():
+        props.setProperty(key, value)
+    props.setProperty("bootstrap.servers", o.bootstrap_servers)
+    return jvm.org.apache.kafka.clients.admin.Admin.create(props)
+
+
 def _group_offsets(source: "Kafka", spark: Any, topics: list[str], patterns: list[str]) -> dict[str, dict[str, int]]:
     o = source.options
     reset = o.kafka_config.get("auto.offset.reset", "latest").lower()
@@ -94,11 +104,7 @@ def _group_offsets(source: "Kafka", spark: Any, topics: list[str], patterns: lis
         )
     fallback = -2 if reset == "earliest" else -1
     jvm = spark._jvm  # type: ignore[attr-defined]
-    props = jvm.java.util.Properties()
-    for key, value in o.kafka_config.items():
-        props.setProperty(key, value)
-    props.setProperty("bootstrap.servers", o.bootstrap_servers)
-    admin = jvm.org.apache.kafka.clients.admin.Admin.create(props)
+    admin = _admin(source, jvm)
     try:
         names = set(topics)
         if patterns:
@@ -149,11 +155,7 @@ def commit_offsets(source: "Kafka", spark: Any, progress_sources: list[dict]) ->
     if not ends:
         return
     jvm = spark._jvm  # type: ignore[attr-defined]
-    props = jvm.java.util.Properties()
-    for key, value in o.kafka_config.items():
-        props.setProperty(key, value)
-    props.setProperty("bootstrap.servers", o.bootstrap_servers)
-    admin = jvm.org.apache.kafka.clients.admin.Admin.create(props)
+    admin = _admin(source, jvm)
     try:
         offsets = jvm.java.util.HashMap()
         for topic, parts in ends.items():

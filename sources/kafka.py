@@ -66,6 +66,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from sources._schema_options import SchemaBlock, flatten_dotted, table_id
 from streaming_engine.plugins.base import Source, SourceOptions
+from streaming_engine.config.keys import dotted_map
 from streaming_engine.plugins.registry import register
 from streaming_engine.schema import Dataset
 
@@ -88,20 +89,6 @@ def _format(v: Any) -> Any:
             raise ValueError(f"format {low!r} is not supported: {_UNSUPPORTED_FORMATS[low]}; use json, text or debezium_json")
         return low
     return v
-
-
-def _flat_map(value: Any, prefix: str = "") -> dict[str, str]:
-    """``{client: {id: x}}`` (HOCON's reading of ``client.id = x``) -> ``{"client.id": "x"}``."""
-    out: dict[str, str] = {}
-    for k, v in (value or {}).items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(_flat_map(v, key + "."))
-        elif isinstance(v, bool):
-            out[key] = str(v).lower()
-        else:
-            out[key] = str(v)
-    return out
 
 
 class KafkaTableConfig(BaseModel):
@@ -194,7 +181,7 @@ class KafkaSourceOptions(SourceOptions):
     @field_validator("kafka_config", mode="before")
     @classmethod
     def _flat(cls, v: Any) -> Any:
-        return _flat_map(v) if isinstance(v, dict) else v
+        return dotted_map(v) if isinstance(v, dict) else v
 
     @field_validator("start_mode", mode="before")
     @classmethod
@@ -204,7 +191,7 @@ class KafkaSourceOptions(SourceOptions):
     @field_validator("start_mode_offsets", mode="before")
     @classmethod
     def _offsets(cls, v: Any) -> Any:
-        return {k: int(x) for k, x in _flat_map(v).items()} if isinstance(v, dict) else v
+        return {k: int(x) for k, x in dotted_map(v).items()} if isinstance(v, dict) else v
 
     @model_validator(mode="after")
     def _check(self) -> "KafkaSourceOptions":

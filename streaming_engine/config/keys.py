@@ -35,6 +35,25 @@ def flatten_options(raw: dict[str, Any], known: set[str], prefix: str = "") -> d
     return out
 
 
+def dotted_map(value: Any, prefix: str = "") -> dict[str, str]:
+    """A pass-through settings map (``kafka.config``) as flat dotted keys with
+    text values: ``{request: {timeout: {ms: 1}}}`` (HOCON's reading of
+    ``request.timeout.ms = 1``) -> ``{"request.timeout.ms": "1"}``; booleans
+    as ``true``/``false``, lists comma-joined."""
+    out: dict[str, str] = {}
+    for k, v in (value or {}).items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(dotted_map(v, key + "."))
+        elif isinstance(v, bool):
+            out[key] = str(v).lower()
+        elif isinstance(v, (list, tuple)):
+            out[key] = ",".join(str(x) for x in v)
+        else:
+            out[key] = str(v)
+    return out
+
+
 def _flatten_items(value: Any, known: set[str]) -> Any:
     if isinstance(value, list):
         return [flatten_options(v, known) if isinstance(v, dict) else v for v in value]

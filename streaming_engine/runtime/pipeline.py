@@ -243,7 +243,8 @@ class PipelineRunner:
         # (adaptive execution's table-cache stages) starts a job that builds
         # or waits for it, 100 tables made 100 concurrent stages over the same
         # blocks. A sink writing the envelope itself (one job) builds it first.
-        materialize = base.count if cached and cached[0] is base else None
+        # (``cached[0]``: the persisted source batch; ``base`` may be its good rows after the dead letters)
+        materialize = cached[0].count if cached else None
         per_table = rows.lazy_split(base, self.combined_dataset(), coalesce=shuffled, before=materialize)
         outputs: dict[str, Frames] = {}
         for v in self._topological():
