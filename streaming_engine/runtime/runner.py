@@ -223,16 +223,18 @@ def _report_progress(bus: "EventBus | None", item: "_Running") -> None:
     if bus is None:
         return
     try:
-        progress = item.query.lastProgress
+        recent = item.query.recentProgress  # every batch since the last look, not only the newest
     except Exception:  # the query is going away
         return
-    if not progress:
-        return
-    p = progress if isinstance(progress, dict) else json.loads(progress.json)
-    batch = int(p.get("batchId", -1))
-    if batch <= item.reported:
-        return
-    item.reported = batch
+    for progress in recent or []:
+        p = progress if isinstance(progress, dict) else json.loads(progress.json)
+        batch = int(p.get("batchId", -1))
+        if batch > item.reported:
+            item.reported = batch
+            _publish_progress(bus, item, batch, p)
+
+
+def _publish_progress(bus: "EventBus", item: "_Running", batch: int, p: dict) -> None:
     r = item.runner
     bus.publish(SourceProgress(r.dag.job_name, r.pipeline.key, batch, int(p.get("numInputRows") or 0),
                                tuple(_partition_lag(p.get("sources") or []))))
