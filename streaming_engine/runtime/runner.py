@@ -175,9 +175,11 @@ def _supervise(
                 enough = stop_after_epochs is not None and epochs[item.runner.pipeline.key] >= stop_after_epochs
                 if enough:
                     q.stop()
+                    _report_progress(bus, item)  # batches that ended while it stopped
                     item.done = True
                     _finished(bus, item, "FINISHED")
                 continue
+            _report_progress(bus, item)  # the last batches may have ended after the look above
             exc = q.exception()
             if exc is None:
                 item.done = True
