@@ -17,6 +17,11 @@ stored by the sink in that added bigint column. With either, deletes leave a
 tombstone (the key and the delete's sequence, in the hidden Delta table
 ``<table>/_cdc_tombstones``, kept ``tombstone_retention``): an insert or update
 older than the delete that arrives later does not bring the row back.
+Upserts apply a source's TRUNCATE events (Kafka ``truncate_events = apply``):
+the table loses every row older than the truncate (with
+``source_order_column``: by stored source position, and a later-arriving
+older change is ignored too); not with a ``sequence_column`` of the data,
+which cannot be compared with a truncate's position (refused at plan time).
 
 Each epoch commits one Delta transaction per table that records the sink's
 stable transaction id and the epoch (``commit_protocol = "delta-txn"``). When a
@@ -206,11 +211,17 @@ class Delta(Sink):
                     mode += f", tombstones kept {o.tombstone_retention}"
                 if o.source_order_column:
                     mode += f", {o.source_order_column} = source order"
+                if table.truncates:
+                    mode += ", truncates clear older rows" if o.source_order_column else ", truncates clear the table"
             out.append(f"{table.table_id} -> {where} ({mode})")
         return out
 
     def describe(self) -> str:
         return f"Delta ({self.options.save_mode})"
+
+    def applies_truncates(self) -> bool:
+        # a data sequence_column cannot be compared with a truncate's source position
+        return self.options.save_mode == "upsert" and self.options.sequence_column is None
 
     def scans_input_once(self) -> bool:
         return self.options.save_mode != "upsert"  # MERGE scans its source more than once
@@ -323,6 +334,7 @@ class Delta(Sink):
             commit = delta_txn.upsert(
                 ctx.spark, df, target, self.key_for(table), columns, app_id, ctx.batch_id, sequence,
                 tombstones=sequence is not None, tombstone_retention_ms=_duration_ms(o.tombstone_retention),
+                truncates=table.truncates, source_order=o.source_order_column is not None,
             )
         else:
             data = df.select(*[f"`{c.replace('`', '``')}`" for c in table.names])

@@ -206,7 +206,7 @@ def decode(source: "Kafka", raw: "DataFrame", tables: tuple[TableSchema, ...]) -
         else:
             values, bad = _json_columns(image, t, debezium=fmt == "debezium_json")
         typed[t.table_id] = values
-        errors.append(F.when(mine & F.col("__err").isNull(), bad))
+        errors.append(F.when(mine & F.col("__err").isNull() & ~F.col(rows.KIND).eqNullSafe(rows.TRUNCATE), bad))
     df = df.withColumn("__err", F.coalesce(*errors))
     extra = []
     if o.format_error_handle_way == "skip":
@@ -289,8 +289,10 @@ def _debezium(source: "Kafka", df: "DataFrame", tables: tuple[TableSchema, ...])
     name = F.concat_ws(".", s["db"], s["schema"], s["table"])
     err = (
         F.when(F.col("__e").isNull() | op.isNull(), F.lit("not a Debezium change event (no op)"))
-        .when(op == "t", F.concat(F.lit("TRUNCATE of "), name, F.lit(" cannot be applied yet (not supported)")))
-        .when(~op.isin("c", "r", "u", "d"), F.concat(F.lit("unknown Debezium op "), op))
+        .when((op == "t") & F.lit(o.truncate_events == "reject"),
+              F.concat(F.lit("TRUNCATE of "), name, F.lit(" rejected (set the source's truncate_events = apply "
+                                                          "to clear the table, or ignore)")))
+        .when(~op.isin("c", "r", "u", "d", "t"), F.concat(F.lit("unknown Debezium op "), op))
         .when(table.isNull(), F.concat(F.lit("event of table "), name, F.lit(" which the source does not declare "
                                                                             "(add it to tables_configs)")))
         .when(op.isin("c", "r", "u") & F.col("__e.after").isNull(), F.lit("event without an after image"))
@@ -303,6 +305,7 @@ def _debezium(source: "Kafka", df: "DataFrame", tables: tuple[TableSchema, ...])
 
     changes = (
         F.when(F.col("__err").isNotNull(), F.array(change))
+        .when(op == "t", F.array(*([img(rows.TRUNCATE, "after")] if o.truncate_events == "apply" else [])))
         .when(op.isin("c", "r"), F.array(img(rows.INSERT, "after")))
         .when((op == "u") & F.col("__e.before").isNotNull(), F.array(img(rows.UPDATE_BEFORE, "before"), img(rows.UPDATE_AFTER, "after")))
         .when(op == "u", F.array(img(rows.UPDATE_AFTER, "after")))

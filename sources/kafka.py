@@ -52,9 +52,14 @@ within one partition). Values arrive as Debezium writes them by default:
 dates as days since 1970-01-01, timestamps as microseconds (or ISO text),
 decimals as text or numbers (Debezium's ``decimal.handling.mode = string`` or
 ``double``; the binary default cannot be read as a decimal and is a format
-error). A TRUNCATE event (``op = t``) is not applied yet: it is a decoding
-error (a dead letter by default, naming the table; with ``fail`` it stops the
-query), never skipped silently.
+error). A TRUNCATE event (``op = t``; PostgreSQL's connector emits them with
+``skipped.operations = none``) follows ``truncate_events`` (ours):
+``reject`` (default: a decoding error naming the table, so a dead letter, or
+the query stops with ``format_error_handle_way = fail``; never lost
+silently), ``apply`` (a TRUNCATE control row at the event's ``__seq``: the
+sink clears the table of every older row; the planner accepts it only where
+the rows reach a sink that applies truncates without a transform between) or
+``ignore`` (dropped: the target keeps the rows the source deleted).
 """
 
 from __future__ import annotations
@@ -172,6 +177,11 @@ class KafkaSourceOptions(SourceOptions):
     tables_configs: list[KafkaTableConfig] | None = Field(
         None, description="Several tables: [{ topic, schema { table = ..., fields { ... } } }, ...]."
     )
+    truncate_events: Literal["reject", "apply", "ignore"] = Field(
+        "reject",
+        description="debezium_json TRUNCATE events: reject (a decoding error, per format_error_handle_way), "
+        "apply (the sink clears the table of older rows; needs a sink that applies truncates) or ignore.",
+    )
     max_offsets_per_trigger: int | None = Field(
         None, ge=1, description="At most this many records per micro-batch (Spark's maxOffsetsPerTrigger)."
     )
@@ -229,6 +239,10 @@ class KafkaSourceOptions(SourceOptions):
         for key in self.start_mode_offsets or {}:
             if not re.fullmatch(r".+-\d+", key):
                 raise ValueError(f'start_mode.offsets key {key!r} must be "<topic>-<partition>", e.g. "orders-0"')
+        if self.truncate_events != "reject" and self.format != "debezium_json" and not any(
+            t.format == "debezium_json" for t in self.tables_configs or ()
+        ):
+            raise ValueError("truncate_events only applies to format = debezium_json")
         if self.debezium_record_table_filter is not None and self.format != "debezium_json":
             raise ValueError("debezium_record_table_filter only applies to format = debezium_json")
         return self
@@ -263,11 +277,16 @@ class Kafka(Source):
         return [(table_id(o.schema_, o.plugin_output), None)]
 
     def output(self) -> Dataset:
+        from dataclasses import replace
+
         o = self.options
-        if o.tables_configs:
-            return Dataset(tuple(t.schema_.to_table(tid) for tid, t in self.tables()))  # type: ignore[union-attr]
-        assert o.schema_ is not None
-        return Dataset((o.schema_.to_table(self.tables()[0][0]),))
+        out = []
+        for tid, cfg in self.tables():
+            block = cfg.schema_ if cfg is not None else o.schema_
+            assert block is not None
+            fmt = (cfg.format if cfg else None) or o.format
+            out.append(replace(block.to_table(tid), truncates=fmt == "debezium_json" and o.truncate_events == "apply"))
+        return Dataset(tuple(out))
 
     def dead_letters(self) -> bool:
         return self.options.format_error_handle_way == "dead_letter"

@@ -40,6 +40,8 @@ MESSAGES: dict[str, str] = {
     "SCHEMA.DUPLICATE_COLUMN": "column {column!r} would appear twice in table {table!r}",
     "SCHEMA.INVALID": "{detail}",
     "SCHEMA.INCOMPATIBLE": "table {table!r} is not compatible with this sink: {detail}",
+    "SCHEMA.TRUNCATES": "table {table!r} carries TRUNCATE events (its source applies them), which this {kind} "
+    "cannot {verb}; {hint}",
     "SCHEMA.UNSAFE_TABLE_ID": "table id {table!r} cannot fill ${{{placeholder}}}: {detail}; "
     "rename the table (TableRename) or do not use ${{{placeholder}}} here",
     "CONFIG.RESTRICTED": "restricted mode forbids {capability}: {reason} "

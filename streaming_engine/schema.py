@@ -52,6 +52,10 @@ META_DDL = f"{TABLE} string, {KIND} string, {SEQ} bigint"
 
 INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE = "+I", "-U", "+U", "-D"
 ROW_KINDS = (INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE)
+# A control row, not data: "every row of this table older than my __seq is gone"
+# (a source's TRUNCATE). Only tables marked ``truncates`` carry it; the planner
+# lets it reach only transforms and sinks that declare they handle it.
+TRUNCATE = "!T"
 # SeaTunnel's names <-> short strings
 KIND_OF_NAME = {"INSERT": INSERT, "UPDATE_BEFORE": UPDATE_BEFORE, "UPDATE_AFTER": UPDATE_AFTER, "DELETE": DELETE}
 NAME_OF_KIND = {v: k for k, v in KIND_OF_NAME.items()}
@@ -145,6 +149,7 @@ class TableSchema:
     table_id: str
     columns: tuple[Column, ...]
     primary_key: tuple[str, ...] = ()
+    truncates: bool = False  # rows may include TRUNCATE control rows (see TRUNCATE)
 
     # -- lookups ---------------------------------------------------------
     @property
@@ -191,6 +196,8 @@ class TableSchema:
         d: dict[str, Any] = {"table": self.table_id, "columns": [c.to_dict() for c in self.columns]}
         if self.primary_key:
             d["primary_key"] = list(self.primary_key)
+        if self.truncates:
+            d["truncates"] = True
         return d
 
     def ddl(self) -> str:

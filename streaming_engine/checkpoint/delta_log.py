@@ -83,8 +83,18 @@ def inspect(
     snapshot = _delta_log(spark, location).update(False, _none(spark), _none(spark))
     if snapshot.version() < 0:
         return TableState(-1, None)
+    return TableState(_txn(snapshot, app_id), _incompatibility(snapshot, schema, partition_by))
+
+
+def txn_version(spark: "SparkSession", location: str, app_id: str) -> int:
+    """The newest version ``app_id`` recorded in the table (-1: none, or no table)."""
+    snapshot = _delta_log(spark, location).update(False, _none(spark), _none(spark))
+    return _txn(snapshot, app_id) if snapshot.version() >= 0 else -1
+
+
+def _txn(snapshot: Any, app_id: str) -> int:
     found = snapshot.transactions().get(app_id)
-    return TableState(int(found.get()) if found.isDefined() else -1, _incompatibility(snapshot, schema, partition_by))
+    return int(found.get()) if found.isDefined() else -1
 
 
 def _incompatibility(snapshot_or_txn: Any, schema: "StructType", partition_by: Sequence[str]) -> str | None:

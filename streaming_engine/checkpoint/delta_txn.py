@@ -251,6 +251,8 @@ def upsert(
     sequence_column: str | None = None,
     tombstones: bool = False,
     tombstone_retention_ms: int = 7 * 86_400_000,
+    truncates: bool = False,
+    source_order: bool = False,
 ) -> DeltaCommit:
     """Apply row kinds by primary key with one MERGE, as epoch ``epoch`` of ``app_id``.
 
@@ -273,9 +275,28 @@ def upsert(
     reports, and whenever it is recorded the tombstones of that epoch are too.
     A replay re-reads tombstones that may hold the epoch's own deletes: those
     only ever filter inserts and updates, never deletes.
+
+    ``truncates``: the frame may hold TRUNCATE control rows; the newest one's
+    ``__seq`` T clears the table: the epoch's changes before T are dropped and
+    the MERGE deletes every row of the table no change of the epoch touches
+    (``whenNotMatchedBySourceDelete``). With ``source_order`` (the sequence
+    column holds ``__seq``: ``source_order_column``) it deletes only rows older
+    than T, and T is kept as the tombstone table's truncate mark (txn id
+    ``<app_id>.truncated``, version T: recorded once, so a replay skips it): a
+    change older than the newest truncate that arrives in a later epoch is
+    dropped too. With a ``sequence_column`` of the data, a sequence cannot be
+    compared with a truncate's position: the sink refuses that combination.
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
+
+    clear = None  # the MERGE's not-matched-by-source delete condition: a truncate in this epoch
+    if truncates:
+        truncate_at = frame.where(F.col(rows.KIND) == rows.TRUNCATE).agg(F.max(rows.SEQ)).first()[0]
+        frame = frame.where(F.col(rows.KIND) != rows.TRUNCATE)
+        if truncate_at is not None:
+            frame = frame.where(F.col(rows.SEQ) > F.lit(truncate_at))
+            clear = "true"
 
     order = [F.col(sequence_column).desc()] if sequence_column else []
     order.append(F.col(rows.SEQ).desc())
@@ -289,6 +310,17 @@ def upsert(
     if not target.exists(spark):
         # create the (empty) table first so MERGE has a target; idempotent
         target.save(frame.select(*[f"`{c}`" for c in data_columns]).limit(0).write.format("delta").mode("append"))
+    if truncates and source_order and sequence_column:
+        from streaming_engine.checkpoint import delta_log
+
+        mark_at = _tombstones_at(spark, target)
+        if clear is not None:
+            _record_truncate(spark, frame, mark_at, keys, sequence_column, f"{app_id}.truncated", truncate_at)
+            seq = "`" + sequence_column.replace("`", "``") + "`"
+            clear = f"t.{seq} IS NULL OR t.{seq} < {int(truncate_at)}"
+        mark = delta_log.txn_version(spark, mark_at, f"{app_id}.truncated") if _is_delta(spark, mark_at) else -1
+        if mark >= 0:  # a change older than the newest truncate is gone, in any epoch
+            latest = latest.where(F.col(rows.SEQ) > F.lit(mark))
     before, _ = last_commit(spark, target)
     cond = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys)
     values = {f"`{c}`": f"s.`{c}`" for c in data_columns}
@@ -299,7 +331,7 @@ def upsert(
         newer = f"(t.{seq} IS NULL OR s.{seq} > t.{seq})"
     dead_keys = kept = None
     if sequence_column and tombstones:
-        dead_keys = (location(spark, target) or "").rstrip("/") + "/" + TOMBSTONES
+        dead_keys = _tombstones_at(spark, target)
         latest = kept = latest.persist()  # read by both MERGEs
         _merge_tombstones(spark, latest, dead_keys, keys, sequence_column, f"{app_id}.tombstones", epoch,
                           tombstone_retention_ms)
@@ -319,15 +351,17 @@ def upsert(
             spark.conf.set(_TXN_APP, app_id)
             spark.conf.set(_TXN_VERSION, str(epoch))
             try:
-                (
+                builder = (
                     target.table(spark)
                     .alias("t")
                     .merge(latest.alias("s"), cond)
                     .whenMatchedDelete(condition=f"{is_delete} AND {newer}")
                     .whenMatchedUpdate(condition=f"NOT {is_delete} AND {newer}", set=values)
                     .whenNotMatchedInsert(condition=f"NOT {is_delete}", values=values)
-                    .execute()
                 )
+                if clear is not None:
+                    builder = builder.whenNotMatchedBySourceDelete(condition=clear)
+                builder.execute()
             finally:
                 spark.conf.unset(_TXN_APP)
                 spark.conf.unset(_TXN_VERSION)
@@ -341,6 +375,31 @@ def upsert(
 
 
 TOMBSTONES = "_cdc_tombstones"
+
+
+def _tombstones_at(spark: "SparkSession", target: Target) -> str:
+    where = location(spark, target)
+    if where is None:
+        raise CommitError("RUNTIME.FAILED", {"detail": f"{target.name} has no location for its tombstone table"})
+    return where.rstrip("/") + "/" + TOMBSTONES
+
+
+def _record_truncate(
+    spark: "SparkSession", frame: "DataFrame", location: str, keys: Sequence[str], sequence_column: str,
+    app_id: str, at: int,
+) -> None:
+    """Keep ``at`` (a truncate's source position) as the tombstone table's
+    ``app_id`` txn version: an empty append, skipped by Delta when the table
+    already records ``at`` or a newer truncate."""
+    from pyspark.sql import functions as F
+
+    empty = frame.select(*[F.col(f"`{k}`") for k in keys], F.col(f"`{sequence_column}`"),
+                         F.current_timestamp().alias("__deleted_at")).limit(0)
+    with_retries(
+        f"record a truncate in {location}",
+        lambda: empty.write.format("delta").mode("append").option("txnAppId", app_id).option("txnVersion", at)
+        .save(location),
+    )
 
 
 def _is_delta(spark: "SparkSession", location: str) -> bool:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from streaming_engine.config.loader import RawBlock, RawJob, clipped, config_error
 from streaming_engine.config.models import did_you_mean, parse_env, validate_block, wiring_of
 from streaming_engine.dag.logical import LogicalDag, LogicalEdge, LogicalVertex
-from streaming_engine.errors import EngineError, Location, Problem
+from streaming_engine.errors import EngineError, Location, Problem, SchemaError
 from streaming_engine.plugins.base import Plugin
 from streaming_engine.schema import Dataset
 
@@ -294,9 +294,11 @@ def _propagate_schemas(
             if n.block.section == "source":
                 schemas[vid] = n.plugin.output()  # type: ignore[attr-defined]
             elif n.block.section == "transform":
+                _check_truncates(n, upstream)  # type: ignore[arg-type]
                 schemas[vid] = n.plugin.output(upstream)  # type: ignore[attr-defined]
             else:
                 merged = Dataset(tuple(t for d in upstream for t in d.tables))  # type: ignore[union-attr]
+                _check_truncates(n, [merged])
                 n.plugin.check_input(merged)  # type: ignore[attr-defined]
                 schemas[vid] = merged
         except EngineError as e:
@@ -308,6 +310,22 @@ def _propagate_schemas(
             )
             schemas[vid] = None
     return {k: v or Dataset() for k, v in schemas.items()}
+
+
+def _check_truncates(n: _Node, inputs: list[Dataset]) -> None:
+    """TRUNCATE control rows reach only transforms and sinks that declare they handle them."""
+    table = next((t for d in inputs for t in d.tables if t.truncates), None)
+    if table is None:
+        return
+    if n.block.section == "transform" and not type(n.plugin).passes_truncates:
+        hint = ("let the source's sink read it directly (no transform on the way), or set the source's "
+                "truncate_events = reject or ignore")
+        raise SchemaError("SCHEMA.TRUNCATES", {"table": table.table_id, "kind": "transform", "verb": "pass on",
+                                               "hint": hint})
+    if n.block.section == "sink" and not n.plugin.applies_truncates():  # type: ignore[union-attr]
+        hint = ("write it with a sink that applies them (Delta with save_mode = upsert and no sequence_column), "
+                "or set the source's truncate_events = reject or ignore")
+        raise SchemaError("SCHEMA.TRUNCATES", {"table": table.table_id, "kind": "sink", "verb": "apply", "hint": hint})
 
 
 def _key_of(e: EngineError) -> str | None:

@@ -212,6 +212,10 @@ class Transform(Plugin):
     execution: ClassVar[Execution] = "expression"
     chainable: ClassVar[bool] = True
     max_inputs: ClassVar[int] = 1
+    # True only for a transform that keeps TRUNCATE control rows (schema.TRUNCATE)
+    # of its tables as they are and keeps their tables' ``truncates`` mark; the
+    # planner refuses a truncating table on any other.
+    passes_truncates: ClassVar[bool] = False
 
     # -- per-table option resolution (SeaTunnel multi-table transforms) -------
     def options_for(self, table_id: str) -> PluginOptions | None:
@@ -323,6 +327,11 @@ class Sink(Plugin):
 
     def check_input(self, dataset: Dataset) -> None:
         """Raise SchemaError when the sink cannot accept ``dataset``."""
+
+    def applies_truncates(self) -> bool:
+        """True when :meth:`write` applies TRUNCATE control rows (schema.TRUNCATE)
+        of tables marked ``truncates``; the planner refuses them elsewhere."""
+        return False
 
     def targets(self, dataset: Dataset) -> list[str]:
         """Where each table goes, for the physical plan (paths, table names)."""

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Sequence, TypeVar
 
 from streaming_engine.schema import (  # noqa: F401  (the envelope's names, re-exported)
-    DELETE, INSERT, KIND, KIND_OF_NAME, META, META_DDL, NAME_OF_KIND, ROW_KINDS, SEQ, TABLE, UPDATE_AFTER,
+    DELETE, INSERT, KIND, KIND_OF_NAME, META, META_DDL, NAME_OF_KIND, ROW_KINDS, SEQ, TABLE, TRUNCATE, UPDATE_AFTER,
     UPDATE_BEFORE, Dataset, TableSchema,
 )
 

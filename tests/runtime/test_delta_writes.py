@@ -522,3 +522,48 @@ def test_a_late_older_change_does_not_bring_a_deleted_row_back(spark, run_job_te
         assert {r.id: r.seq for r in tombs.collect()} == {1: 20}  # key 2's tombstone went with its newer insert
     # the tombstones are invisible to readers of the table
     assert "_cdc_tombstones" not in {f.split("/")[0] for f in spark.read.format("delta").load(str(tmp_path / "kv")).inputFiles()}
+
+
+# -- 8: a source's TRUNCATE clears the table's older rows ------------------------------
+
+
+@pytest.mark.parametrize("source_order", [True, False])
+def test_a_truncate_clears_older_rows_keeps_later_changes_and_replays_once(spark, tmp_path, source_order):
+    """delta_txn.upsert with TRUNCATE control rows (what the Kafka source's
+    truncate_events = apply emits): the epoch's changes before the truncate and
+    every older row of the table go, the changes after it stay; a replayed
+    epoch commits nothing; with the source order stored, a change older than
+    the truncate arriving in a later epoch is dropped too."""
+    from streaming_engine.checkpoint import delta_txn
+    from streaming_engine.runtime import rows
+
+    path = str(tmp_path / "t")
+
+    def epoch(n: int, changes: list[tuple[str, int | None, str | None, int]]) -> None:
+        df = spark.createDataFrame([("db.t", k, s, i, v) for k, i, v, s in changes],
+                                   f"{rows.TABLE} string, {rows.KIND} string, {rows.SEQ} bigint, id int, v string")
+        columns, sequence = ["id", "v"], None
+        if source_order:
+            df, columns, sequence = df.withColumn("_lsn", df[rows.SEQ]), ["id", "v", "_lsn"], "_lsn"
+        delta_txn.upsert(spark, df, path, ["id"], columns, "app", n, sequence, tombstones=sequence is not None,
+                         truncates=True, source_order=source_order)
+
+    def table() -> dict:
+        return {r.id: r.v for r in spark.read.format("delta").load(path).collect()}
+
+    epoch(0, [("+I", 1, "a", 10), ("+I", 2, "b", 20), ("+I", 3, "c", 30)])
+    assert table() == {1: "a", 2: "b", 3: "c"}
+    one = [("+U", 1, "a2", 40), (rows.TRUNCATE, None, None, 50), ("+I", 4, "d", 60), ("+U", 2, "b2", 70)]
+    epoch(1, one)
+    assert table() == {2: "b2", 4: "d"}  # 1's update came before the truncate: gone with the rest
+    versions = len(spark.sql(f"DESCRIBE HISTORY delta.`{path}`").collect())
+    epoch(1, one)  # a replay after a crash
+    assert table() == {2: "b2", 4: "d"}
+    assert len(spark.sql(f"DESCRIBE HISTORY delta.`{path}`").collect()) == versions
+    epoch(2, [("+I", 5, "late", 45), ("+U", 4, "d2", 80)])  # 5 is older than the truncate at 50
+    if source_order:
+        assert table() == {2: "b2", 4: "d2"}
+        tombs = str(tmp_path / "t" / "_cdc_tombstones")
+        assert [r.txn["version"] for r in spark.read.json(f"{tombs}/_delta_log/*.json").where("txn.appId = 'app.truncated'").collect()] == [50]
+    else:  # without a stored order, a later epoch's change is the newer one (documented)
+        assert table() == {2: "b2", 4: "d2", 5: "late"}

@@ -61,3 +61,46 @@ def test_specific_offsets_and_nested_kafka_config_are_flattened():
     o = src.plugin.options
     assert o.start_mode_offsets == {"orders-0": 7, "orders-1": 9}
     assert o.kafka_config == {"client.id": "c1", "max.poll.records": "10"}
+
+
+CDC = """
+source {{ Kafka {{ plugin_output = k, bootstrap.servers = "h:1", topic = "db.public.t", format = debezium_json,
+                  truncate_events = {truncates}, schema = {{ table = "public.t", fields {{ id = int, v = string }},
+                  primaryKey {{ name = pk, columnNames = [id] }} }} }} }}
+{transform}
+sink {{ {sink} }}
+"""
+UPSERT = 'Delta { plugin_input = %s, path = "/w/t", save_mode = upsert, source_order_column = _lsn }'
+
+
+@pytest.mark.parametrize(
+    "truncates, transform, sink, message",
+    [
+        ("apply", "", 'Delta { plugin_input = k, path = "/w/t" }', "which this sink cannot apply"),
+        ("apply", "", 'Delta { plugin_input = k, path = "/w/t", save_mode = upsert, sequence_column = v }',
+         "which this sink cannot apply"),
+        ("apply", "", "Console { plugin_input = k }", "which this sink cannot apply"),
+        ("apply", "transform { Filter { plugin_input = k, plugin_output = f, include_fields = [id, v] } }",
+         UPSERT % "f", "which this transform cannot pass on"),
+    ],
+)
+def test_truncate_events_are_refused_where_nothing_applies_them(truncates, transform, sink, message):
+    found = [str(p) for p in problems_of(CDC.format(truncates=truncates, transform=transform, sink=sink))]
+    assert any(message in f and "'public.t' carries TRUNCATE events" in f and "truncate_events = reject or ignore" in f
+               for f in found), found
+
+
+@pytest.mark.parametrize("truncates, shown", [("apply", True), ("ignore", False), ("reject", False)])
+def test_an_upsert_sink_applies_truncates_and_explain_says_so(truncates, shown):
+    from tests.unit.helpers import compile_ok
+
+    job = compile_ok(CDC.format(truncates=truncates, transform="", sink=UPSERT % "k"))
+    text = render(job)
+    assert ("truncates clear older rows" in text) is shown, text
+    [src] = [v for v in job.dag.vertices if v.kind == "source"]
+    assert src.schema.tables[0].truncates is shown
+
+
+def test_truncate_events_need_debezium_json():
+    found = [str(p) for p in problems_of(BASE.format(opts=f"topic = t, truncate_events = apply, {SCHEMA}"))]
+    assert any("truncate_events only applies to format = debezium_json" in f for f in found), found

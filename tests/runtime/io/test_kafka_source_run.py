@@ -242,9 +242,12 @@ def test_debezium_events_replayed_three_times_and_shuffled_across_partitions_giv
         pg.execute("INSERT INTO orders VALUES (%s, %s, %s, %s, %s)",
                    (round_, round_, "1.50", "2026-01-01 00:00:00", "2026-01-01"))
         pg.execute("DELETE FROM orders WHERE id = %s", (round_ - 1,))
+        if round_ == 1:  # a TRUNCATE between changes: order 1 goes; a copy of its insert arriving later must not revive it
+            pg.execute("TRUNCATE orders")
     # snapshot 10; rounds: updates (6, 5, 4 keys left), delete + tombstone, insert, key change (d, tombstone, c),
-    # an order inserted, the previous order deleted (+ tombstone; none in round 0)
-    dbz.wait_published(10 + (6 + 2 + 1 + 3 + 1) + (5 + 2 + 1 + 3 + 1 + 2) + (4 + 2 + 1 + 3 + 1 + 2), timeout=60)
+    # an order inserted, the previous order deleted (+ tombstone; none in round 0, nothing left in round 2),
+    # the truncate (one event)
+    dbz.wait_published(10 + (6 + 2 + 1 + 3 + 1) + (5 + 2 + 1 + 3 + 1 + 2 + 1) + (4 + 2 + 1 + 3 + 1), timeout=60)
     events = _consume_all(kafka_broker.bootstrap, dbz.topics)
     kafka_broker.create_topic("replay", partitions=3)
     copies = events * 3
@@ -255,12 +258,14 @@ def test_debezium_events_replayed_three_times_and_shuffled_across_partitions_giv
         CDC_JOB.format(bootstrap=kafka_broker.bootstrap, prefix="rpl", sink=", source_order_column = _lsn")
         .replace('topic = "rpl\\\\.public\\\\..*"', 'topic = "replay"')
         .replace("pattern = true", "pattern = false, max_offsets_per_trigger = 25, debezium_record_include_schema = false")
+        .replace("format = debezium_json", "format = debezium_json, truncate_events = apply")
     )
     assert 'topic = "replay"' in job and "max_offsets_per_trigger = 25" in job
     ran = run_job_text(job)
     assert ran.result.status == "FINISHED", ran.result.error
     assert _delta_rows(spark, ran, "customers", ["id", "name", "score"]) == _pg_rows(pg, "customers")
     assert _delta_rows(spark, ran, "orders", ["id", "customer", "total", "placed", "day"]) == _pg_rows(pg, "orders")
+    assert [r[0] for r in _pg_rows(pg, "orders")] == [2]
     # several epochs (25 records each), so older events did arrive after newer ones across epochs
     assert spark.sql(f"DESCRIBE HISTORY delta.`{ran.work / 'wh' / 'customers'}`").count() > 5
 
@@ -283,7 +288,10 @@ def test_twenty_postgresql_tables_through_debezium_equal_their_delta_tables(
         pg.execute(f"DELETE FROM {t} WHERE id = 2")
         pg.execute(f"UPDATE {t} SET id = 50 WHERE id = 3")
         pg.execute(f"INSERT INTO {t} VALUES (%s, %s, %s)", (100 + k, "new", None))
-    dbz.wait_published(20 * 5 + 20 * (1 + 2 + 3 + 1), timeout=90)
+        if k % 5 == 0:  # every fifth table is truncated, then gets one new row
+            pg.execute(f"TRUNCATE {t}")
+            pg.execute(f"INSERT INTO {t} VALUES (7, 'after', 7)")
+    dbz.wait_published(20 * 5 + 20 * (1 + 2 + 3 + 1) + 4 * 2, timeout=90)
     configs = ",\n".join(
         f'{{ schema = {{ table = "public.{t}", fields {{ id = int, v = string, n = bigint }}, '
         f"primaryKey {{ name = pk, columnNames = [id] }} }} }}"
@@ -292,13 +300,14 @@ def test_twenty_postgresql_tables_through_debezium_equal_their_delta_tables(
     job = f"""
 env {{ job.name = twenty, job.mode = BATCH }}
 source {{ Kafka {{ plugin_output = cdc, bootstrap.servers = "{kafka_broker.bootstrap}", topic = "twenty\\\\.public\\\\..*",
-  pattern = true, start_mode = earliest, format = debezium_json, tables_configs = [ {configs} ] }} }}
+  pattern = true, start_mode = earliest, format = debezium_json, truncate_events = apply, tables_configs = [ {configs} ] }} }}
 sink {{ Delta {{ plugin_input = cdc, path = "${{work}}/wh/${{table_name}}", save_mode = upsert, source_order_column = _lsn }} }}
 """
     ran = run_job_text(job)
     assert ran.result.status == "FINISHED", ran.result.error
     for t in tables:
         assert _delta_rows(spark, ran, t, ["id", "v", "n"]) == _pg_rows(pg, t), t
+    assert _pg_rows(pg, "t05") == [(7, "after", 7)]
     assert not (ran.work / "checkpoints" / "twenty" / "_dead_letter").exists()
 
 
