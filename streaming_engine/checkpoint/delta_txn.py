@@ -177,6 +177,20 @@ def _outcome(spark: "SparkSession", target: Target, before: int | None) -> Delta
     return DeltaCommit(after, False, _rows(metrics))
 
 
+def as_txn(spark: "SparkSession", app_id: str, epoch: int, fn: Callable[[], T]) -> T:
+    """Run ``fn`` (a MERGE: it takes its txn id from session settings) as
+    version ``epoch`` of ``app_id``: Delta skips it when the table records
+    that version already. One at a time per session."""
+    with _SESSION_TXN_LOCK:
+        spark.conf.set(_TXN_APP, app_id)
+        spark.conf.set(_TXN_VERSION, str(epoch))
+        try:
+            return fn()
+        finally:
+            spark.conf.unset(_TXN_APP)
+            spark.conf.unset(_TXN_VERSION)
+
+
 def with_retries(what: str, fn: Callable[[], T], attempts: int = 5, backoff_s: float = 0.2) -> T:
     """Run ``fn``; retry Delta conflicts that are safe to retry, with backoff."""
     for attempt in range(1, attempts + 1):
@@ -329,42 +343,23 @@ def upsert(
     if sequence_column:
         seq = "`" + sequence_column.replace("`", "``") + "`"
         newer = f"(t.{seq} IS NULL OR s.{seq} > t.{seq})"
-    dead_keys = kept = None
+    kept = None
     if sequence_column and tombstones:
-        dead_keys = _tombstones_at(spark, target)
         latest = kept = latest.persist()  # read by both MERGEs
-        _merge_tombstones(spark, latest, dead_keys, keys, sequence_column, f"{app_id}.tombstones", epoch,
-                          tombstone_retention_ms)
-        if _is_delta(spark, dead_keys):
-            from delta.tables import DeltaTable
-
-            dead = DeltaTable.forPath(spark, dead_keys).toDF()
-            seq = "`" + sequence_column.replace("`", "``") + "`"
-            on = " AND ".join(f"s.`{k}` <=> d.`{k}`" for k in keys)
-            # an insert or update no newer than the key's delete is stale; deletes always pass
-            latest = latest.alias("s").join(
-                F.broadcast(dead).alias("d"), F.expr(f"{on} AND NOT ({is_delete}) AND s.{seq} <= d.{seq}"), "left_anti"
-            )
+        latest = apply_tombstones(spark, latest, target, keys, sequence_column, app_id, epoch, tombstone_retention_ms)
 
     def merge() -> None:
-        with _SESSION_TXN_LOCK:
-            spark.conf.set(_TXN_APP, app_id)
-            spark.conf.set(_TXN_VERSION, str(epoch))
-            try:
-                builder = (
-                    target.table(spark)
-                    .alias("t")
-                    .merge(latest.alias("s"), cond)
-                    .whenMatchedDelete(condition=f"{is_delete} AND {newer}")
-                    .whenMatchedUpdate(condition=f"NOT {is_delete} AND {newer}", set=values)
-                    .whenNotMatchedInsert(condition=f"NOT {is_delete}", values=values)
-                )
-                if clear is not None:
-                    builder = builder.whenNotMatchedBySourceDelete(condition=clear)
-                builder.execute()
-            finally:
-                spark.conf.unset(_TXN_APP)
-                spark.conf.unset(_TXN_VERSION)
+        builder = (
+            target.table(spark)
+            .alias("t")
+            .merge(latest.alias("s"), cond)
+            .whenMatchedDelete(condition=f"{is_delete} AND {newer}")
+            .whenMatchedUpdate(condition=f"NOT {is_delete} AND {newer}", set=values)
+            .whenNotMatchedInsert(condition=f"NOT {is_delete}", values=values)
+        )
+        if clear is not None:
+            builder = builder.whenNotMatchedBySourceDelete(condition=clear)
+        as_txn(spark, app_id, epoch, builder.execute)
 
     try:
         with_retries(f"merge into {target.name}", merge)
@@ -375,6 +370,32 @@ def upsert(
 
 
 TOMBSTONES = "_cdc_tombstones"
+
+
+def apply_tombstones(
+    spark: "SparkSession", latest: "DataFrame", target: Target, keys: Sequence[str], sequence_column: str,
+    app_id: str, epoch: int, retention_ms: int, changes: "DataFrame | None" = None,
+) -> "DataFrame":
+    """Merge the deletes of ``latest`` (the epoch's last change per key) into
+    the tombstone table (txn ``<app_id>.tombstones``), then return ``changes``
+    (default: ``latest``) without the inserts and updates no newer than their
+    key's delete; deletes always pass."""
+    from pyspark.sql import functions as F
+
+    dead_keys = _tombstones_at(spark, target)
+    _merge_tombstones(spark, latest, dead_keys, keys, sequence_column, f"{app_id}.tombstones", epoch, retention_ms)
+    changes = latest if changes is None else changes
+    if not _is_delta(spark, dead_keys):
+        return changes
+    from delta.tables import DeltaTable
+
+    dead = DeltaTable.forPath(spark, dead_keys).toDF()
+    seq = "`" + sequence_column.replace("`", "``") + "`"
+    on = " AND ".join(f"s.`{k}` <=> d.`{k}`" for k in keys)
+    return changes.alias("s").join(
+        F.broadcast(dead).alias("d"),
+        F.expr(f"{on} AND s.{rows.KIND} != '{rows.DELETE}' AND s.{seq} <= d.{seq}"), "left_anti",
+    )
 
 
 def _tombstones_at(spark: "SparkSession", target: Target) -> str:
@@ -434,21 +455,13 @@ def _merge_tombstones(
     values = {**{f"`{k}`": f"s.`{k}`" for k in keys}, seq: f"s.{seq}", "__deleted_at": "current_timestamp()"}
 
     def merge() -> None:
-        with _SESSION_TXN_LOCK:
-            spark.conf.set(_TXN_APP, app_id)
-            spark.conf.set(_TXN_VERSION, str(epoch))
-            try:
-                (
-                    DeltaTable.forPath(spark, location).alias("d")
-                    .merge(changes.alias("s"), on)
-                    .whenMatchedUpdate(condition=f"{is_delete} AND s.{seq} > d.{seq}", set=values)
-                    .whenMatchedDelete(condition=f"NOT ({is_delete}) AND s.{seq} > d.{seq}")
-                    .whenNotMatchedInsert(condition=is_delete, values=values)
-                    .whenNotMatchedBySourceDelete(condition=cutoff)
-                    .execute()
-                )
-            finally:
-                spark.conf.unset(_TXN_APP)
-                spark.conf.unset(_TXN_VERSION)
+        as_txn(spark, app_id, epoch, (
+            DeltaTable.forPath(spark, location).alias("d")
+            .merge(changes.alias("s"), on)
+            .whenMatchedUpdate(condition=f"{is_delete} AND s.{seq} > d.{seq}", set=values)
+            .whenMatchedDelete(condition=f"NOT ({is_delete}) AND s.{seq} > d.{seq}")
+            .whenNotMatchedInsert(condition=is_delete, values=values)
+            .whenNotMatchedBySourceDelete(condition=cutoff)
+        ).execute)
 
     with_retries(f"merge into the tombstones at {location}", merge)
