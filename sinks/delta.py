@@ -23,6 +23,14 @@ the table loses every row older than the truncate (with
 older change is ignored too); not with a ``sequence_column`` of the data,
 which cannot be compared with a truncate's position (refused at plan time).
 
+``stored_as_scd_type = 2`` (upsert with a sequence): the table keeps every
+version of a row, with ``__START_AT``/``__END_AT`` from the sequence (null
+end: the current version); a delete ends the current version. Only changes of
+the tracked columns (``track_history_column_list``, or all but
+``track_history_except_column_list``; never the key or the sequence
+column) open a new version, others update the current one in
+place (``checkpoint/delta_scd2.py``).
+
 Each epoch commits one Delta transaction per table that records the sink's
 stable transaction id and the epoch (``commit_protocol = "delta-txn"``). When a
 query starts, :meth:`Delta.open` reads the epoch each table holds, so the
@@ -47,6 +55,8 @@ from streaming_engine.errors import SchemaError
 from streaming_engine.plugins.base import Sink, SinkOptions, missing_column
 from streaming_engine.plugins.registry import register
 from streaming_engine.schema import KIND, SEQ, Dataset, TableSchema, is_numeric
+
+SCD_START, SCD_END = "__START_AT", "__END_AT"  # = checkpoint.delta_scd2's (no Spark import at plan time)
 
 log = logging.getLogger("streaming_engine.sinks.delta")
 # STREAMING_ENGINE_DELTA_WRITER=dataframe: append every table through Delta's
@@ -101,8 +111,26 @@ class DeltaSinkOptions(SinkOptions):
         'so a late, older insert or update cannot bring the row back; e.g. "7d", "12h".',
     )
     partition_by: list[str] | None = Field(None, description="Columns to partition new tables by.")
+    stored_as_scd_type: Literal[1, 2] = Field(
+        1,
+        description="Upsert: 1 keeps the latest row per key; 2 keeps every version with __START_AT/__END_AT from "
+        "the sequence (sequence_column or source_order_column), like Databricks' STORED AS SCD TYPE 2.",
+    )
+    track_history_column_list: list[str] | None = Field(
+        None, description="SCD type 2: only changes of these columns make a new version (others update in place)."
+    )
+    track_history_except_column_list: list[str] | None = Field(
+        None, description="SCD type 2: changes of these columns update the current version in place."
+    )
 
-    _lists = field_validator("primary_key", "partition_by", mode="before")(lambda cls, v: _list(v))
+    _lists = field_validator(
+        "primary_key", "partition_by", "track_history_column_list", "track_history_except_column_list", mode="before"
+    )(lambda cls, v: _list(v))
+
+    @field_validator("stored_as_scd_type", mode="before")
+    @classmethod
+    def _scd(cls, v: Any) -> Any:
+        return int(v) if isinstance(v, str) and v.strip().isdigit() else v
 
     @field_validator("save_mode", mode="before")
     @classmethod
@@ -141,6 +169,19 @@ class DeltaSinkOptions(SinkOptions):
             for key in ("primary_key", "sequence_column", "source_order_column"):
                 if getattr(self, key) is not None:
                     raise ValueError(f"{key} only applies to save_mode = upsert; set save_mode = upsert or remove {key}")
+            if self.stored_as_scd_type == 2:
+                raise ValueError("stored_as_scd_type = 2 applies changes: set save_mode = upsert")
+        history = ("track_history_column_list", "track_history_except_column_list")
+        if self.stored_as_scd_type == 2:
+            if self.sequence_column is None and self.source_order_column is None:
+                raise ValueError("stored_as_scd_type = 2 takes each version's __START_AT/__END_AT from a sequence: "
+                                 "set sequence_column (a column of the data) or source_order_column")
+            if all(getattr(self, k) is not None for k in history):
+                raise ValueError("set track_history_column_list or track_history_except_column_list, not both")
+        else:
+            for key in history:
+                if getattr(self, key) is not None:
+                    raise ValueError(f"{key} only applies to stored_as_scd_type = 2")
         return self
 
 
@@ -185,6 +226,13 @@ class Delta(Sink):
                     raise _incompatible(
                         table, f"source_order_column {o.source_order_column!r} is a column of the data; name a new column"
                     )
+                if o.stored_as_scd_type == 2:
+                    for col in (SCD_START, SCD_END):
+                        if col in table.names:
+                            raise _incompatible(table, f"column {col!r} is the SCD type 2 validity column the sink adds")
+                    for col in (*(o.track_history_column_list or ()), *(o.track_history_except_column_list or ())):
+                        if col not in table.names:
+                            raise missing_column(table, col)
                 if o.sequence_column is not None:
                     if o.sequence_column not in table.names:
                         raise missing_column(table, o.sequence_column)
@@ -211,6 +259,10 @@ class Delta(Sink):
                     mode += f", tombstones kept {o.tombstone_retention}"
                 if o.source_order_column:
                     mode += f", {o.source_order_column} = source order"
+                if o.stored_as_scd_type == 2:
+                    tracked = self.tracked(table)
+                    mode += (f", SCD type 2: {SCD_START}/{SCD_END} from {o.sequence_column or o.source_order_column}, "
+                             f"history of {', '.join(tracked) if tracked else 'no column'}")
                 if table.truncates:
                     mode += ", truncates clear older rows" if o.source_order_column else ", truncates clear the table"
             out.append(f"{table.table_id} -> {where} ({mode})")
@@ -220,8 +272,19 @@ class Delta(Sink):
         return f"Delta ({self.options.save_mode})"
 
     def applies_truncates(self) -> bool:
-        # a data sequence_column cannot be compared with a truncate's source position
-        return self.options.save_mode == "upsert" and self.options.sequence_column is None
+        # a data sequence_column cannot be compared with a truncate's position; history is not cleared
+        o = self.options
+        return o.save_mode == "upsert" and o.sequence_column is None and o.stored_as_scd_type == 1
+
+    def tracked(self, table: TableSchema) -> list[str]:
+        """SCD type 2: the columns whose changes make a new version (never the
+        key, nor the sequence: it changes with every change)."""
+        o = self.options
+        names = [n for n in table.names if n not in (*self.key_for(table), o.sequence_column)]
+        if o.track_history_column_list is not None:
+            names = [n for n in names if n in o.track_history_column_list]
+        names = [n for n in names if n not in (o.track_history_except_column_list or ())]
+        return names
 
     def scans_input_once(self) -> bool:
         return self.options.save_mode != "upsert"  # MERGE scans its source more than once
@@ -331,11 +394,20 @@ class Delta(Sink):
 
                 df = df.withColumn(o.source_order_column, df[rows.SEQ])
                 columns, sequence = [*columns, o.source_order_column], o.source_order_column
-            commit = delta_txn.upsert(
-                ctx.spark, df, target, self.key_for(table), columns, app_id, ctx.batch_id, sequence,
-                tombstones=sequence is not None, tombstone_retention_ms=_duration_ms(o.tombstone_retention),
-                truncates=table.truncates, source_order=o.source_order_column is not None,
-            )
+            if o.stored_as_scd_type == 2:
+                from streaming_engine.checkpoint import delta_scd2
+
+                assert sequence is not None
+                commit = delta_scd2.apply(
+                    ctx.spark, df, target, self.key_for(table), columns, self.tracked(table), app_id, ctx.batch_id,
+                    sequence, _duration_ms(o.tombstone_retention),
+                )
+            else:
+                commit = delta_txn.upsert(
+                    ctx.spark, df, target, self.key_for(table), columns, app_id, ctx.batch_id, sequence,
+                    tombstones=sequence is not None, tombstone_retention_ms=_duration_ms(o.tombstone_retention),
+                    truncates=table.truncates, source_order=o.source_order_column is not None,
+                )
         else:
             data = df.select(*[f"`{c.replace('`', '``')}`" for c in table.names])
             location = getattr(self, "_engine_writes", {}).get(table.table_id)

@@ -92,6 +92,11 @@ def txn_version(spark: "SparkSession", location: str, app_id: str) -> int:
     return _txn(snapshot, app_id) if snapshot.version() >= 0 else -1
 
 
+def table_version(spark: "SparkSession", location: str) -> int:
+    """The table's newest version (-1: no table)."""
+    return int(_delta_log(spark, location).update(False, _none(spark), _none(spark)).version())
+
+
 def _txn(snapshot: Any, app_id: str) -> int:
     found = snapshot.transactions().get(app_id)
     return int(found.get()) if found.isDefined() else -1

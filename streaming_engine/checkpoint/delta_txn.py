@@ -382,14 +382,17 @@ def apply_tombstones(
     key's delete; deletes always pass."""
     from pyspark.sql import functions as F
 
+    from streaming_engine.checkpoint import delta_log
+
     dead_keys = _tombstones_at(spark, target)
+    # the tombstones as they were BEFORE this epoch: its own inserts remove
+    # tombstones its older changes must still meet
+    version = delta_log.table_version(spark, dead_keys)
     _merge_tombstones(spark, latest, dead_keys, keys, sequence_column, f"{app_id}.tombstones", epoch, retention_ms)
     changes = latest if changes is None else changes
-    if not _is_delta(spark, dead_keys):
+    if version < 0:
         return changes
-    from delta.tables import DeltaTable
-
-    dead = DeltaTable.forPath(spark, dead_keys).toDF()
+    dead = spark.read.format("delta").option("versionAsOf", version).load(dead_keys)
     seq = "`" + sequence_column.replace("`", "``") + "`"
     on = " AND ".join(f"s.`{k}` <=> d.`{k}`" for k in keys)
     return changes.alias("s").join(

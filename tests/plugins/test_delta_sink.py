@@ -102,8 +102,28 @@ def test_column_names_delta_rejects():
         ({"path": "/a", "sequence_column": "ts"}, "sequence_column only applies to save_mode = upsert"),
         ({"path": "/a", "save_mode": "upsert", "primary_key": []}, "primary_key is empty"),
         ({"path": "/a", "save_mode": "upsert", "primary_key": ["id", "id"]}, "primary_key lists a column twice"),
+        ({"path": "/a", "stored_as_scd_type": 2}, "stored_as_scd_type = 2 applies changes: set save_mode = upsert"),
+        ({"path": "/a", "save_mode": "upsert", "stored_as_scd_type": 2}, "set sequence_column .* or source_order_column"),
+        ({"path": "/a", "save_mode": "upsert", "stored_as_scd_type": 3}, "stored_as_scd_type"),
+        ({"path": "/a", "save_mode": "upsert", "track_history_column_list": ["ts"]}, "only applies to stored_as_scd_type = 2"),
+        ({"path": "/a", "save_mode": "upsert", "sequence_column": "ts", "stored_as_scd_type": 2,
+          "track_history_column_list": "a", "track_history_except_column_list": "b"}, "not both"),
     ],
 )
 def test_bad_options(options, message):
     with pytest.raises(ValidationError, match=message):
         DeltaSinkOptions.model_validate(options)
+
+
+def test_scd_type_2_tracks_the_listed_columns_and_never_the_key_or_sequence():
+    base = {"path": "/w/${table_name}", "save_mode": "upsert", "sequence_column": "ts", "stored_as_scd_type": "2"}
+    sink = make(**base)
+    assert sink.tracked(ORDERS) == ["amount"]
+    assert not sink.applies_truncates()
+    assert "SCD type 2: __START_AT/__END_AT from ts, history of amount" in sink.targets(Dataset((ORDERS,)))[0]
+    assert make(**base, track_history_except_column_list=["amount"]).tracked(ORDERS) == []
+    with pytest.raises(SchemaError, match="column 'nope' does not exist"):
+        make(**base, track_history_column_list=["nope"]).check_input(Dataset((ORDERS,)))
+    clash = TableSchema("db1.h", (Column("id", "bigint"), Column("__END_AT", "bigint"), Column("ts", "bigint")), ("id",))
+    with pytest.raises(SchemaError, match="SCD type 2 validity column"):
+        sink.check_input(Dataset((clash,)))

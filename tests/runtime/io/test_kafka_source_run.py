@@ -194,12 +194,29 @@ def test_debezium_change_events_from_postgresql_are_applied_to_delta(
     pg.execute("DELETE FROM orders WHERE id = 1002")
     dbz.wait_published(40 + 5 + 1 + 2 * 2 + 3 + 1 + 1 + 2, timeout=60)
 
-    job = CDC_JOB.format(bootstrap=kafka_broker.bootstrap, prefix="pgx", sink="")
+    job = CDC_JOB.format(bootstrap=kafka_broker.bootstrap, prefix="pgx", sink="").replace("sink {", """sink {
+  Delta { plugin_input = cdc, path = "${work}/hist/${table_name}", save_mode = upsert, source_order_column = _lsn,
+          stored_as_scd_type = 2 }""", 1)
     ran = run_job_text(job)
     cols_c = ["id", "name", "score"]
     cols_o = ["id", "customer", "total", "placed", "day"]
     assert _delta_rows(spark, ran, "customers", cols_c) == _pg_rows(pg, "customers")
     assert _delta_rows(spark, ran, "orders", cols_o) == _pg_rows(pg, "orders")
+
+    def history(table: str) -> dict:
+        out: dict = {}
+        for r in sorted(ran.rows(spark, f"hist/{table}"), key=lambda r: r["__START_AT"]):
+            out.setdefault(r["id"], []).append(r)
+        return out
+
+    # SCD type 2 beside it: the current versions equal PostgreSQL, every change before them is history
+    hist = history("customers")
+    assert sorted(tuple(v[-1][c] for c in cols_c) for v in hist.values() if v[-1]["__END_AT"] is None) \
+        == _pg_rows(pg, "customers")
+    assert [(r["name"], r["score"]) for r in hist[1]] == [("c1", 10), ("c1", 11), ("twice", 11)]
+    assert [r["__END_AT"] for r in hist[1]] == [hist[1][1]["__START_AT"], hist[1][2]["__START_AT"], None]
+    assert len(hist[6]) == 1 and hist[6][0]["__END_AT"] > hist[6][0]["__START_AT"]  # deleted: its version ended
+    assert hist[8][0]["__END_AT"] == hist[100][0]["__START_AT"]  # the key change: one LSN ends 8 and starts 100
 
     # more changes, the same job again: only the new events are applied
     pg.execute("UPDATE customers SET score = 0 WHERE id = 100")
@@ -209,6 +226,9 @@ def test_debezium_change_events_from_postgresql_are_applied_to_delta(
     ran = run_job_text(job)
     assert _delta_rows(spark, ran, "customers", cols_c) == _pg_rows(pg, "customers")
     assert _delta_rows(spark, ran, "orders", cols_o) == _pg_rows(pg, "orders")
+    hist = history("customers")
+    assert [r["score"] for r in hist[100]] == [80, 0] and hist[100][-1]["__END_AT"] is None
+    assert hist[1][-1]["__END_AT"] is not None and len(hist[1]) == 3  # deleted now: the last version ended
 
 
 def _consume_all(bootstrap: str, topics: list[str]) -> list[tuple[bytes | None, bytes | None]]:
