@@ -325,17 +325,17 @@ class Delta(Sink):
         return {t.table_id: epoch for t, (epoch, _) in zip(dataset.tables, found)}
 
     def write(self, ctx: Any, frames: dict[str, Any], dataset: Dataset) -> list[Any]:
-        """Commit the epoch per table, each in its own Delta transaction.
-        Appends of different tables run concurrently (they never conflict);
-        upserts run one by one, because MERGE takes its transaction id from
-        session settings."""
+        """Commit the epoch per table, each in its own Delta transaction;
+        different tables (appends and MERGEs alike: each MERGE runs in a
+        session of its own txn id, ``delta_txn.as_txn``) commit concurrently,
+        ``env.commit.parallelism`` at a time."""
         from streaming_engine.runtime.parallel import map_concurrently
 
         tables = [t for t in dataset.tables if t.table_id in frames]
-        parallelism = 1 if self.options.save_mode == "upsert" else ctx.commit_parallelism
         done = self._write_in_one_job(ctx, tables)
         rest = [t for t in tables if t.table_id not in done]
-        return [*done.values(), *map_concurrently(lambda t: self._write_table(ctx, frames[t.table_id], t), rest, parallelism)]
+        return [*done.values(),
+                *map_concurrently(lambda t: self._write_table(ctx, frames[t.table_id], t), rest, ctx.commit_parallelism)]
 
     def _write_in_one_job(self, ctx: Any, tables: list[TableSchema]) -> dict[str, Any]:
         """Appends of several tables of ONE multi-table source batch: one Spark

@@ -90,15 +90,14 @@ def apply(
                      for c in data_columns if c not in keys}}
         insert = {_q(c): f"s.{_q(c)}" for c in (*data_columns, START_AT, END_AT)}
 
-        def merge() -> None:
-            builder = (
-                target.table(spark).alias("t").merge(source.alias("s"), on)
+        def merge(session: "SparkSession") -> None:
+            (
+                target.table(session).alias("t").merge(source.alias("s"), on)
                 .whenMatchedUpdate(set=update)
                 .whenNotMatchedInsert(condition="NOT s.__close", values=insert)
-            )
-            delta_txn.as_txn(spark, app_id, epoch, builder.execute)
+            ).execute()
 
-        delta_txn.with_retries(f"merge into {target.name}", merge)
+        delta_txn.with_retries(f"merge into {target.name}", lambda: delta_txn.as_txn(spark, app_id, epoch, merge))
     finally:
         kept.unpersist()
     return delta_txn._outcome(spark, target, before)

@@ -177,18 +177,37 @@ def _outcome(spark: "SparkSession", target: Target, before: int | None) -> Delta
     return DeltaCommit(after, False, _rows(metrics))
 
 
-def as_txn(spark: "SparkSession", app_id: str, epoch: int, fn: Callable[[], T]) -> T:
-    """Run ``fn`` (a MERGE: it takes its txn id from session settings) as
-    version ``epoch`` of ``app_id``: Delta skips it when the table records
-    that version already. One at a time per session."""
-    with _SESSION_TXN_LOCK:
-        spark.conf.set(_TXN_APP, app_id)
-        spark.conf.set(_TXN_VERSION, str(epoch))
+def as_txn(spark: "SparkSession", app_id: str, epoch: int, fn: "Callable[[SparkSession], T]") -> T:
+    """Run ``fn(session)`` (a MERGE built on ``session``: Delta takes its txn
+    id from that session's settings) as version ``epoch`` of ``app_id``: Delta
+    skips it when the table records that version already.
+
+    Each txn id has a session of its own (a clone of ``spark``: the same
+    settings, cache and SparkContext), so MERGEs of different tables run
+    concurrently, each seeing only its own txn settings."""
+    session, lock = _txn_session(spark, app_id)
+    with lock:
+        session.conf.set(_TXN_APP, app_id)
+        session.conf.set(_TXN_VERSION, str(epoch))
         try:
-            return fn()
+            return fn(session)
         finally:
-            spark.conf.unset(_TXN_APP)
-            spark.conf.unset(_TXN_VERSION)
+            session.conf.unset(_TXN_APP)
+            session.conf.unset(_TXN_VERSION)
+
+
+_TXN_SESSIONS: "dict[tuple[int, str], tuple[SparkSession, SparkSession, threading.Lock]]" = {}
+
+
+def _txn_session(spark: "SparkSession", app_id: str) -> "tuple[SparkSession, threading.Lock]":
+    from pyspark.sql import SparkSession
+
+    with _SESSION_TXN_LOCK:
+        found = _TXN_SESSIONS.get((id(spark), app_id))
+        if found is None or found[0] is not spark:
+            clone = SparkSession(spark.sparkContext, spark._jsparkSession.cloneSession())  # type: ignore[attr-defined]
+            found = _TXN_SESSIONS[(id(spark), app_id)] = (spark, clone, threading.Lock())
+        return found[1], found[2]
 
 
 def with_retries(what: str, fn: Callable[[], T], attempts: int = 5, backoff_s: float = 0.2) -> T:
@@ -348,9 +367,9 @@ def upsert(
         latest = kept = latest.persist()  # read by both MERGEs
         latest = apply_tombstones(spark, latest, target, keys, sequence_column, app_id, epoch, tombstone_retention_ms)
 
-    def merge() -> None:
+    def merge(session: "SparkSession") -> None:
         builder = (
-            target.table(spark)
+            target.table(session)
             .alias("t")
             .merge(latest.alias("s"), cond)
             .whenMatchedDelete(condition=f"{is_delete} AND {newer}")
@@ -359,10 +378,10 @@ def upsert(
         )
         if clear is not None:
             builder = builder.whenNotMatchedBySourceDelete(condition=clear)
-        as_txn(spark, app_id, epoch, builder.execute)
+        builder.execute()
 
     try:
-        with_retries(f"merge into {target.name}", merge)
+        with_retries(f"merge into {target.name}", lambda: as_txn(spark, app_id, epoch, merge))
     finally:
         if kept is not None:
             kept.unpersist()
@@ -457,14 +476,14 @@ def _merge_tombstones(
     cutoff = f"d.__deleted_at < current_timestamp() - make_dt_interval(0, 0, 0, {retention_ms / 1000.0})"
     values = {**{f"`{k}`": f"s.`{k}`" for k in keys}, seq: f"s.{seq}", "__deleted_at": "current_timestamp()"}
 
-    def merge() -> None:
-        as_txn(spark, app_id, epoch, (
-            DeltaTable.forPath(spark, location).alias("d")
+    def merge(session: "SparkSession") -> None:
+        (
+            DeltaTable.forPath(session, location).alias("d")
             .merge(changes.alias("s"), on)
             .whenMatchedUpdate(condition=f"{is_delete} AND s.{seq} > d.{seq}", set=values)
             .whenMatchedDelete(condition=f"NOT ({is_delete}) AND s.{seq} > d.{seq}")
             .whenNotMatchedInsert(condition=is_delete, values=values)
             .whenNotMatchedBySourceDelete(condition=cutoff)
-        ).execute)
+        ).execute()
 
-    with_retries(f"merge into the tombstones at {location}", merge)
+    with_retries(f"merge into the tombstones at {location}", lambda: as_txn(spark, app_id, epoch, merge))

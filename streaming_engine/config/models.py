@@ -48,7 +48,7 @@ class EnvConfig(BaseModel):
     chaining: bool = Field(True, description="Chain consecutive transforms into one stage.")
     commit_parallelism: int = Field(
         4, ge=1, le=64, alias="commit.parallelism",
-        description="Tables of one sink committed concurrently per epoch (Delta appends).",
+        description="Tables of one sink committed concurrently per epoch (Delta appends and MERGEs).",
     )
     checkpoint_behind_targets: Literal["fail", "skip"] = Field(
         "fail", alias="checkpoint.behind_targets",

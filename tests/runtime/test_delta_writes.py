@@ -611,3 +611,56 @@ def test_scd_type_2_keeps_every_version_with_validity_from_the_sequence(spark, r
 
     text = render(compile_text(SCD2.replace("${work}", str(tmp_path))))
     assert "SCD type 2: __START_AT/__END_AT from seq, history of city" in text, text
+
+
+# -- 10: MERGEs of different tables run at the same time ------------------------------------
+
+FOUR_TABLES = """
+env {{ job.name = par, commit.parallelism = 4 }}
+source {{ FakeSource {{ plugin_output = src, tables_configs = [ {tables} ] }} }}
+sink {{ Delta {{ plugin_input = src, path = "${{work}}/wh/${{table_name}}", save_mode = upsert }} }}
+"""
+
+
+def test_merges_of_different_tables_overlap_in_time(spark, run_job_text, monkeypatch):
+    """Each MERGE runs in its own session (txn settings per session), so the
+    sink commits tables concurrently: the first two MERGEs of an epoch wait
+    for each other inside the real MERGE call; were they serialised, the first
+    would wait alone and the barrier would break."""
+    import threading
+    import time
+
+    from streaming_engine.checkpoint import delta_txn
+
+    barrier = threading.Barrier(2, timeout=60)
+    spans: list[tuple[str, float, float]] = []
+    broken: list[str] = []
+    real = delta_txn.as_txn
+
+    def observed(spark_, app_id, epoch, fn):
+        def timed(session):
+            start = time.monotonic()
+            if epoch == 0 and len(spans) + len(broken) < 2:
+                try:
+                    barrier.wait()
+                except threading.BrokenBarrierError:
+                    broken.append(app_id)
+            try:
+                return fn(session)
+            finally:
+                spans.append((app_id, start, time.monotonic()))
+        return real(spark_, app_id, epoch, timed)
+
+    monkeypatch.setattr(delta_txn, "as_txn", observed)
+    tables = ", ".join(
+        f'{{ row.num = 300, schema = {{ table = "db.t{i}", fields {{ id = int, v = string }}, '
+        f'primaryKey {{ name = pk, columnNames = [id] }} }} }}'
+        for i in range(4)
+    )
+    ran = run_job_text(FOUR_TABLES.format(tables=tables))
+    assert ran.result.status == "FINISHED", ran.result.error
+    assert not broken, f"MERGEs ran one at a time: {broken}"
+    first = sorted(spans, key=lambda s: s[1])[:2]
+    assert first[0][0] != first[1][0] and first[1][1] < first[0][2], spans  # two tables, the second began before the first ended
+    for i in range(4):
+        assert len(ran.rows(spark, f"wh/t{i}")) > 0
