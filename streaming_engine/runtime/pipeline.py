@@ -201,9 +201,11 @@ class PipelineRunner:
                 cached.append(batch)
             commits: list[CommitRecord] = []
             if self._dead_letters:
+                # rows in (= rows to the sinks + dead letters), counted on the cache it builds
+                commits.append(CommitRecord(ROWS_IN[0], ROWS_IN[1], "", batch.count(), None, False))
                 batch, letters = self._write_dead_letters(batch, batch_id)
                 commits.extend([letters] if letters is not None else [])
-            outputs = self._run_vertices(batch, batch_id, cached, shuffled)
+            outputs = self._run_vertices(batch, batch_id, cached, shuffled, built=self._dead_letters)
             commits += self._commit_sinks(outputs, batch_id, batch if shuffled else None)
             faults.maybe_crash("before_ledger", batch_id)
             self._wait_for_ledger()
@@ -229,7 +231,7 @@ class PipelineRunner:
         )
 
     def _run_vertices(
-        self, base: "DataFrame", batch_id: int, cached: list["DataFrame"], shuffled: bool = False
+        self, base: "DataFrame", batch_id: int, cached: list["DataFrame"], shuffled: bool = False, built: bool = False
     ) -> dict[str, Frames]:
         """Frames produced by every non-sink vertex, in topological order.
 
@@ -243,8 +245,9 @@ class PipelineRunner:
         # (adaptive execution's table-cache stages) starts a job that builds
         # or waits for it, 100 tables made 100 concurrent stages over the same
         # blocks. A sink writing the envelope itself (one job) builds it first.
-        # (``cached[0]``: the persisted source batch; ``base`` may be its good rows after the dead letters)
-        materialize = cached[0].count if cached else None
+        # (``cached[0]``: the persisted source batch; ``base`` may be its good rows after the dead letters;
+        # ``built``: counted already)
+        materialize = cached[0].count if cached and not built else None
         per_table = rows.lazy_split(base, self.combined_dataset(), coalesce=shuffled, before=materialize)
         outputs: dict[str, Frames] = {}
         for v in self._topological():
@@ -399,6 +402,7 @@ def _union_envelopes(frames: list[tuple[Dataset, "DataFrame"]], combined: Datase
 
 
 DEAD_LETTER = ("_dead_letter", "*")  # (sink uid, table) of the dead-letter table in marks, targets and the ledger
+ROWS_IN = ("_rows_in", "*")  # (sink uid, table) of an epoch's input rows in the ledger (pipelines with dead letters)
 
 
 def _dead_letter_struct() -> "object":

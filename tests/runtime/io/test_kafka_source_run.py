@@ -121,9 +121,20 @@ def test_records_that_cannot_be_decoded_go_to_the_dead_letter_table_in_the_same_
         d = r.asDict()
         per_epoch.setdefault(d["epoch"], {})[d["sink"]] = d["rows"]
     assert sum(e.get("_dead_letter", 0) for e in per_epoch.values()) == 3
-    assert sum(sum(v for k, v in e.items() if k != "_dead_letter") for e in per_epoch.values()) == 60
-    assert sum(e.get("_dead_letter", 0) + sum(v for k, v in e.items() if k != "_dead_letter")
-               for e in per_epoch.values()) == len(good) + len(bad)
+    assert sum(sum(v for k, v in e.items() if not k.startswith("_")) for e in per_epoch.values()) == 60
+    assert sum(e["_rows_in"] for e in per_epoch.values()) == len(good) + len(bad)
+    for epoch, e in per_epoch.items():
+        assert e["_rows_in"] == e.get("_dead_letter", 0) + sum(v for k, v in e.items() if not k.startswith("_")), epoch
+    # and `status` shows the totals: rows in, dead letters, rows written
+    import subprocess
+    import sys
+
+    (ran.work / "job.conf").write_text(job.replace("${work}", str(ran.work)))
+    shown = subprocess.run([sys.executable, "-m", "streaming_engine", "status", "-c", str(ran.work / "job.conf")],
+                           capture_output=True, text=True, timeout=300)
+    assert shown.returncode == 0, shown.stderr
+    lines = {ln.split()[1]: ln for ln in shown.stdout.splitlines() if ln.startswith("  ")}
+    assert "rows 63 " in lines["_rows_in"] and "rows 3 " in lines["_dead_letter"], shown.stdout
     # explain names the dead-letter table
     from streaming_engine.job import compile_text
     from streaming_engine.plan.render import render
