@@ -11,7 +11,7 @@ cd "$ROOT"
 ./scripts/bootstrap.sh
 
 rc=0
-.venv/bin/python -m pytest -q "$@" </dev/null || rc=$?
+.venv/bin/python -m pytest -q --durations=15 "$@" </dev/null || rc=$?
 if [ "$rc" -eq 5 ]; then
     echo "test.sh: error: pytest collected no tests (exit 5); check the paths and -k/-m filters" >&2
 fi

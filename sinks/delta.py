@@ -29,7 +29,7 @@ end: the current version); a delete ends the current version. Only changes of
 the tracked columns (``track_history_column_list``, or all but
 ``track_history_except_column_list``; never the key or the sequence
 column) open a new version, others update the current one in
-place (``checkpoint/delta_scd2.py``).
+place (``checkpoint/delta_scd2.py``); a TRUNCATE ends every current version.
 
 Each epoch commits one Delta transaction per table that records the sink's
 stable transaction id and the epoch (``commit_protocol = "delta-txn"``). When a
@@ -264,7 +264,8 @@ class Delta(Sink):
                     mode += (f", SCD type 2: {SCD_START}/{SCD_END} from {o.sequence_column or o.source_order_column}, "
                              f"history of {', '.join(tracked) if tracked else 'no column'}")
                 if table.truncates:
-                    mode += ", truncates clear older rows" if o.source_order_column else ", truncates clear the table"
+                    mode += (", truncates end the current versions" if o.stored_as_scd_type == 2 else
+                             ", truncates clear older rows" if o.source_order_column else ", truncates clear the table")
             out.append(f"{table.table_id} -> {where} ({mode})")
         return out
 
@@ -272,9 +273,10 @@ class Delta(Sink):
         return f"Delta ({self.options.save_mode})"
 
     def applies_truncates(self) -> bool:
-        # a data sequence_column cannot be compared with a truncate's position; history is not cleared
+        # a data sequence_column cannot be compared with a truncate's source position
         o = self.options
-        return o.save_mode == "upsert" and o.sequence_column is None and o.stored_as_scd_type == 1
+        return o.save_mode == "upsert" and o.sequence_column is None and (
+            o.stored_as_scd_type == 1 or o.source_order_column is not None)
 
     def tracked(self, table: TableSchema) -> list[str]:
         """SCD type 2: the columns whose changes make a new version (never the
@@ -400,7 +402,7 @@ class Delta(Sink):
                 assert sequence is not None
                 commit = delta_scd2.apply(
                     ctx.spark, df, target, self.key_for(table), columns, self.tracked(table), app_id, ctx.batch_id,
-                    sequence, _duration_ms(o.tombstone_retention),
+                    sequence, _duration_ms(o.tombstone_retention), truncates=table.truncates,
                 )
             else:
                 commit = delta_txn.upsert(

@@ -15,6 +15,8 @@ ends it. ONE MERGE per epoch (txn id ``app_id``, version ``epoch``: a replay
 skips it) closes or updates the key's current row and inserts the new
 versions.
 
+A TRUNCATE (``truncates``) ends every current version at its position.
+
 Order: a change no newer than the key's current version is ignored, and
 deleted keys keep a tombstone (``delta_txn.apply_tombstones``), so replays and
 late copies of old changes make no history. History is written in arrival
@@ -52,12 +54,20 @@ def apply(
     epoch: int,
     sequence_column: str,
     tombstone_retention_ms: int,
+    truncates: bool = False,
 ) -> delta_txn.DeltaCommit:
+    """``truncates`` (the sequence is the source order, ``__seq``): a TRUNCATE
+    ends every current version at its position, the epoch's changes before it
+    are dropped, and changes after it start new versions; its position is
+    kept like the upsert's (``delta_txn.truncate_mark``)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     seq = F.col(_q(sequence_column))
     by_key = Window.partitionBy(*[_q(k) for k in keys])
+    truncate_at = None
+    if truncates:
+        frame, truncate_at = delta_txn.split_truncate(frame)
     changes = (
         frame.where(F.col(rows.KIND) != rows.UPDATE_BEFORE)
         .withColumn("__rn", F.row_number().over(Window.partitionBy(*[_q(k) for k in keys], seq)
@@ -76,6 +86,8 @@ def apply(
         raise CommitError("RUNTIME.FAILED", {"detail": (
             f"{target.name} is not an SCD type 2 table (no {START_AT}/{END_AT} columns); point the sink at a new "
             "table or use stored_as_scd_type = 1")})
+    if truncates:
+        changes = delta_txn.truncate_mark(spark, target, changes, keys, sequence_column, app_id, truncate_at)
     before, _ = delta_txn.last_commit(spark, target)
     kept = changes = changes.persist()
     try:
@@ -83,7 +95,9 @@ def apply(
                   .where("__rn = 1").drop("__rn"))
         changes = delta_txn.apply_tombstones(spark, latest, target, keys, sequence_column, app_id, epoch,
                                              tombstone_retention_ms, changes=changes)
-        source = _merge_source(changes, table, keys, data_columns, tracked, sequence_column)
+        # after a truncate no version is open: every change starts one, and the current rows end at it
+        current = table if truncate_at is None else table.where(F.lit(False))
+        source = _merge_source(changes, current, keys, data_columns, tracked, sequence_column)
         on = " AND ".join(["s.__close", f"t.{_q(END_AT)} IS NULL", *[f"t.{_q(k)} <=> s.{_q(k)}" for k in keys]])
         update = {_q(END_AT): f"s.{_q(END_AT)}",
                   **{_q(c): f"CASE WHEN s.__in_place THEN s.{_q(c)} ELSE t.{_q(c)} END"
@@ -91,11 +105,17 @@ def apply(
         insert = {_q(c): f"s.{_q(c)}" for c in (*data_columns, START_AT, END_AT)}
 
         def merge(session: "SparkSession") -> None:
-            (
+            builder = (
                 target.table(session).alias("t").merge(source.alias("s"), on)
                 .whenMatchedUpdate(set=update)
                 .whenNotMatchedInsert(condition="NOT s.__close", values=insert)
-            ).execute()
+            )
+            if truncate_at is not None:
+                builder = builder.whenNotMatchedBySourceUpdate(
+                    condition=f"t.{_q(END_AT)} IS NULL AND t.{_q(START_AT)} < {truncate_at}",
+                    set={_q(END_AT): f"CAST({truncate_at} AS {dict(table.dtypes)[START_AT]})"},
+                )
+            builder.execute()
 
         delta_txn.with_retries(f"merge into {target.name}", lambda: delta_txn.as_txn(spark, app_id, epoch, merge))
     finally:

@@ -324,12 +324,10 @@ def upsert(
     from pyspark.sql import functions as F
 
     clear = None  # the MERGE's not-matched-by-source delete condition: a truncate in this epoch
+    truncate_at = None
     if truncates:
-        truncate_at = frame.where(F.col(rows.KIND) == rows.TRUNCATE).agg(F.max(rows.SEQ)).first()[0]
-        frame = frame.where(F.col(rows.KIND) != rows.TRUNCATE)
-        if truncate_at is not None:
-            frame = frame.where(F.col(rows.SEQ) > F.lit(truncate_at))
-            clear = "true"
+        frame, truncate_at = split_truncate(frame)
+        clear = None if truncate_at is None else "true"
 
     order = [F.col(sequence_column).desc()] if sequence_column else []
     order.append(F.col(rows.SEQ).desc())
@@ -344,16 +342,10 @@ def upsert(
         # create the (empty) table first so MERGE has a target; idempotent
         target.save(frame.select(*[f"`{c}`" for c in data_columns]).limit(0).write.format("delta").mode("append"))
     if truncates and source_order and sequence_column:
-        from streaming_engine.checkpoint import delta_log
-
-        mark_at = _tombstones_at(spark, target)
-        if clear is not None:
-            _record_truncate(spark, frame, mark_at, keys, sequence_column, f"{app_id}.truncated", truncate_at)
+        latest = truncate_mark(spark, target, latest, keys, sequence_column, app_id, truncate_at)
+        if truncate_at is not None:
             seq = "`" + sequence_column.replace("`", "``") + "`"
             clear = f"t.{seq} IS NULL OR t.{seq} < {int(truncate_at)}"
-        mark = delta_log.txn_version(spark, mark_at, f"{app_id}.truncated") if _is_delta(spark, mark_at) else -1
-        if mark >= 0:  # a change older than the newest truncate is gone, in any epoch
-            latest = latest.where(F.col(rows.SEQ) > F.lit(mark))
     before, _ = last_commit(spark, target)
     cond = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys)
     values = {f"`{c}`": f"s.`{c}`" for c in data_columns}
@@ -425,6 +417,34 @@ def _tombstones_at(spark: "SparkSession", target: Target) -> str:
     if where is None:
         raise CommitError("RUNTIME.FAILED", {"detail": f"{target.name} has no location for its tombstone table"})
     return where.rstrip("/") + "/" + TOMBSTONES
+
+
+def split_truncate(frame: "DataFrame") -> "tuple[DataFrame, int | None]":
+    """The changes after the epoch's newest TRUNCATE control row, and its
+    ``__seq`` (None: no truncate in the epoch; a Spark job over the frame)."""
+    from pyspark.sql import functions as F
+
+    at = frame.where(F.col(rows.KIND) == rows.TRUNCATE).agg(F.max(rows.SEQ)).first()[0]
+    frame = frame.where(F.col(rows.KIND) != rows.TRUNCATE)
+    return (frame, None) if at is None else (frame.where(F.col(rows.SEQ) > F.lit(at)), int(at))
+
+
+def truncate_mark(
+    spark: "SparkSession", target: Target, changes: "DataFrame", keys: Sequence[str], sequence_column: str,
+    app_id: str, truncate_at: int | None,
+) -> "DataFrame":
+    """Record ``truncate_at`` (if any) as the tombstone table's truncate mark,
+    then return ``changes`` without those no newer than the newest mark: a
+    change older than a truncate is gone, in any epoch."""
+    from pyspark.sql import functions as F
+
+    from streaming_engine.checkpoint import delta_log
+
+    mark_at = _tombstones_at(spark, target)
+    if truncate_at is not None:
+        _record_truncate(spark, changes, mark_at, keys, sequence_column, f"{app_id}.truncated", truncate_at)
+    mark = delta_log.txn_version(spark, mark_at, f"{app_id}.truncated") if _is_delta(spark, mark_at) else -1
+    return changes.where(F.col(rows.SEQ) > F.lit(mark)) if mark >= 0 else changes
 
 
 def _record_truncate(

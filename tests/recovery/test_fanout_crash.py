@@ -1,8 +1,9 @@
 """SIGKILL inside the one-job fan-out (``delta_log.append_tables``): a
 multi-table batch written to four Delta tables in one Spark job, killed after
 the files are written and before any commit, after some tables committed, and
-after the sink committed every table; a fresh run finishes the job, and each
-table holds every row exactly once, each epoch committed once.
+after the sink committed every table, one run after the other; a last run
+finishes the job, and each table holds every row exactly once, each epoch
+committed once.
 
 The rows are the test's own (FakeSource ``rows``), the same six for each table,
 two per epoch."""
@@ -62,22 +63,32 @@ def _txn_versions(table: Path) -> list[int]:
     return out
 
 
-@pytest.mark.parametrize("fault", ["sink_files_written@1", "sink_table_committed@1", "after_sink@1"])
-def test_a_kill_inside_the_one_job_fan_out_leaves_every_table_exactly_once(spark, tmp_path, fault):
+def test_kills_inside_the_one_job_fan_out_leave_every_table_exactly_once(spark, tmp_path):
+    """Three kills in a row, each run resuming what the one before left: after
+    the files of epoch 1 are written (no commit yet), after the first table
+    committed the replayed epoch 1, and after every table committed epoch 2
+    (before the ledger); a fourth run finishes the job."""
     (tmp_path / "job.conf").write_text(JOB)
-    killed = _run(tmp_path, fault)
+    killed = _run(tmp_path, "sink_files_written@1")
     assert killed.returncode == -signal.SIGKILL, killed.stdout[-2000:] + killed.stderr[-2000:]
-    if fault == "sink_files_written@1":
-        # one job wrote every table's epoch-1 file before any commit (one write per
-        # table would have died after the first table's files): each table has a
-        # file its log does not name, and none committed epoch 1
-        for t in TABLES:
-            table = tmp_path / "out" / t
-            assert _txn_versions(table) == [0], t
-            assert {p.name for p in table.glob("*.parquet")} - _committed_files(table), t
-    else:
-        # the kill came after at least one table committed epoch 1: the crash is inside the sink's work
-        assert any(1 in _txn_versions(tmp_path / "out" / t) for t in TABLES)
+    # one job wrote every table's epoch-1 file before any commit (one write per
+    # table would have died after the first table's files): each table has a
+    # file its log does not name, and none committed epoch 1
+    for t in TABLES:
+        table = tmp_path / "out" / t
+        assert _txn_versions(table) == [0], t
+        assert {p.name for p in table.glob("*.parquet")} - _committed_files(table), t
+
+    killed = _run(tmp_path, "sink_table_committed@1")
+    assert killed.returncode == -signal.SIGKILL, killed.stdout[-2000:] + killed.stderr[-2000:]
+    # the kill came after one table committed the replayed epoch 1, before the others did
+    committed = [t for t in TABLES if 1 in _txn_versions(tmp_path / "out" / t)]
+    assert 1 <= len(committed) < len(TABLES), committed
+
+    killed = _run(tmp_path, "after_sink@2")
+    assert killed.returncode == -signal.SIGKILL, killed.stdout[-2000:] + killed.stderr[-2000:]
+    assert all(_txn_versions(tmp_path / "out" / t) == [0, 1, 2] for t in TABLES)
+
     done = _run(tmp_path, None)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     for t in TABLES:

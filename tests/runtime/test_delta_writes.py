@@ -664,3 +664,30 @@ def test_merges_of_different_tables_overlap_in_time(spark, run_job_text, monkeyp
     assert first[0][0] != first[1][0] and first[1][1] < first[0][2], spans  # two tables, the second began before the first ended
     for i in range(4):
         assert len(ran.rows(spark, f"wh/t{i}")) > 0
+
+
+def test_a_truncate_ends_every_current_scd2_version_and_later_changes_open_new_ones(spark, tmp_path):
+    from streaming_engine.checkpoint import delta_scd2
+    from streaming_engine.runtime import rows
+
+    path = str(tmp_path / "h")
+
+    def epoch(n: int, changes: list) -> None:
+        df = spark.createDataFrame([("db.t", k, s, i, v) for k, i, v, s in changes],
+                                   f"{rows.TABLE} string, {rows.KIND} string, {rows.SEQ} bigint, id int, v string")
+        df = df.withColumn("_lsn", df[rows.SEQ])
+        delta_scd2.apply(spark, df, path, ["id"], ["id", "v", "_lsn"], ["v"], "app", n, "_lsn", 86_400_000,
+                         truncates=True)
+
+    def history() -> list:
+        return sorted((r["id"], r["v"], r["__START_AT"], r["__END_AT"]) for r in spark.read.format("delta").load(path).collect())
+
+    epoch(0, [("+I", 1, "a", 10), ("+I", 2, "b", 20), ("+I", 3, "c", 30)])
+    one = [("+U", 1, "a2", 40), (rows.TRUNCATE, None, None, 50), ("+I", 2, "b2", 60)]
+    epoch(1, one)
+    expected = [(1, "a", 10, 50), (2, "b", 20, 50), (2, "b2", 60, None), (3, "c", 30, 50)]
+    assert history() == expected  # 1's update came before the truncate: no version of it
+    epoch(1, one)  # a replay
+    assert history() == expected
+    epoch(2, [("+U", 3, "late", 45), ("+I", 1, "new", 70)])  # 45 is older than the truncate
+    assert history() == sorted([*expected, (1, "new", 70, None)])

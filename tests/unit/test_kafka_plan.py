@@ -19,7 +19,11 @@ def test_the_debezium_example_plans_its_routing_order_and_dead_letters():
     assert "public.customers <- Debezium events of source.schema (or db) = public, source.table = customers" in text
     assert "undecodable -> dead letters" in text
     assert "records it cannot decode -> dead-letter table work/checkpoints/shop_cdc/_dead_letter" in text
-    assert "public.orders -> work/lake/public/orders (upsert by id, newest _lsn, tombstones kept 7d, _lsn = source order)" in text
+    assert ("public.orders -> work/lake/public/orders (upsert by id, newest _lsn, tombstones kept 7d, _lsn = source order, "
+            "truncates clear older rows)") in text
+    assert ("public.orders -> work/lake/history/orders (upsert by id, newest _lsn, tombstones kept 7d, _lsn = source order, "
+            "SCD type 2: __START_AT/__END_AT from _lsn, history of customer_id, total, placed, "
+            "truncates end the current versions)") in text
     [read] = [s for s in job.physical.pipelines[0].stages if s.kind == "read"]
     assert read.detail["persist"] is True and read.detail["dead_letter"].endswith("shop_cdc/_dead_letter")
 
