@@ -742,10 +742,13 @@ def bench_kafka_append(b: Bench, rows: int, repeat: int) -> None:
         broker.create_topic("orders", partitions=2)
         p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 50, "batch.num.messages": 10000})
         for i in range(rows):
-            p.produce("orders", _json.dumps({"id": i, "item": f"item-{i % 1000}", "qty": i % 7, "price": i * 0.01}),
-                      partition=i % 2)
-            if i % 100_000 == 0:
-                p.poll(0)
+            record = _json.dumps({"id": i, "item": f"item-{i % 1000}", "qty": i % 7, "price": i * 0.01})
+            while True:
+                try:
+                    p.produce("orders", record, partition=i % 2)
+                    break
+                except BufferError:  # the producer's local queue is full: let it deliver, then retry
+                    p.poll(0.5)
         assert p.flush(120) == 0
 
         def hand(work: Path) -> None:
