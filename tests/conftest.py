@@ -26,3 +26,20 @@ def spark(tmp_path_factory):
     )
     yield session
     session.stop()
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Print what the real-component tests ran (tables, records, kills), also
+    when they pass: tests add it with ``record_property("ran", "...")``."""
+    lines = [
+        f"{report.nodeid.split('::')[-1]}: {value}"
+        for outcome in ("passed", "failed")
+        for report in terminalreporter.stats.get(outcome, [])
+        if report.when == "call"
+        for key, value in report.user_properties
+        if key == "ran"
+    ]
+    if lines:
+        terminalreporter.section("what the real-component tests ran")
+        for line in lines:
+            terminalreporter.write_line(line)

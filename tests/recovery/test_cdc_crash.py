@@ -152,8 +152,11 @@ def test_sigkill_during_the_cdc_apply_leaves_delta_equal_to_postgresql(
     rc = run.wait()
     runs += 1
     assert rc == 0, f"job failed with {rc}:\n{run.output()}"
-    print(f"\ncdc crash test: {len(TABLES)} tables, {changes.records} Kafka records, {kills} kills, {runs} runs, "
-          f"{waves} extra waves, {_progress(tmp_path) + 1} epochs, {time.monotonic() - began:.0f} s")
+    request.node.user_properties.append((
+        "ran",
+        f"{len(TABLES)} PostgreSQL tables through Debezium and Kafka, {changes.records} Kafka records, {kills} kills, "
+        f"{runs} runs, {waves} extra waves, {_progress(tmp_path) + 1} epochs, {time.monotonic() - began:.0f} s",
+    ))
 
     spark = request.getfixturevalue("spark")
     for t in TABLES:

@@ -427,11 +427,12 @@ def test_sigkill_at_any_point_gives_exactly_once_results(request, tmp_path):
     runs += 1
     assert rc == 0, f"job failed with {rc}:\n{run.output()}"
     assert "FINISHED" in run.output()
-    print(
-        f"\ncrash test: {kills} kills ({len(TARGETED)} targeted), {runs} runs, {data.epochs} epochs, "
+    request.node.user_properties.append((
+        "ran",
+        f"{kills} kills ({len(TARGETED)} targeted), {runs} runs, {data.epochs} epochs, "
         f"{finished_early} runs finished before their kill; targeted {targeted_s:.0f} s, "
-        f"all runs {time.monotonic() - began:.0f} s"
-    )
+        f"all runs {time.monotonic() - began:.0f} s",
+    ))
     assert _spark_progress(tmp_path) == (data.epochs - 1, data.epochs - 1)
     _check_results(request.getfixturevalue("spark"), tmp_path, data)
 

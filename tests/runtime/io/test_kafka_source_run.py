@@ -249,7 +249,7 @@ def _consume_all(bootstrap: str, topics: list[str]) -> list[tuple[bytes | None, 
 
 
 def test_debezium_events_replayed_three_times_and_shuffled_across_partitions_give_the_same_tables(
-    postgres_db, kafka_broker, debezium_factory, run_job_text, spark
+    postgres_db, kafka_broker, debezium_factory, run_job_text, spark, request
 ):
     """The same change events three times over, in random order on random
     partitions of one topic, read in small epochs: with the source's order (the
@@ -298,11 +298,15 @@ def test_debezium_events_replayed_three_times_and_shuffled_across_partitions_giv
     assert _delta_rows(spark, ran, "orders", ["id", "customer", "total", "placed", "day"]) == _pg_rows(pg, "orders")
     assert [r[0] for r in _pg_rows(pg, "orders")] == [2]
     # several epochs (25 records each), so older events did arrive after newer ones across epochs
-    assert spark.sql(f"DESCRIBE HISTORY delta.`{ran.work / 'wh' / 'customers'}`").count() > 5
+    versions = spark.sql(f"DESCRIBE HISTORY delta.`{ran.work / 'wh' / 'customers'}`").count()
+    assert versions > 5
+    request.node.user_properties.append(
+        ("ran", f"{len(events)} Debezium events x 3 = {len(copies)} records shuffled over 3 partitions, 2 tables, "
+                f"{versions} Delta versions of customers"))
 
 
 def test_twenty_postgresql_tables_through_debezium_equal_their_delta_tables(
-    postgres_db, kafka_broker, debezium_factory, run_job_text, spark
+    postgres_db, kafka_broker, debezium_factory, run_job_text, spark, request
 ):
     """20 tables captured by one Debezium engine (one topic each), read through
     one topic pattern and fanned out by the events' source blocks: snapshot
@@ -322,7 +326,8 @@ def test_twenty_postgresql_tables_through_debezium_equal_their_delta_tables(
         if k % 5 == 0:  # every fifth table is truncated, then gets one new row
             pg.execute(f"TRUNCATE {t}")
             pg.execute(f"INSERT INTO {t} VALUES (7, 'after', 7)")
-    dbz.wait_published(20 * 5 + 20 * (1 + 2 + 3 + 1) + 4 * 2, timeout=90)
+    published = 20 * 5 + 20 * (1 + 2 + 3 + 1) + 4 * 2
+    dbz.wait_published(published, timeout=90)
     configs = ",\n".join(
         f'{{ schema = {{ table = "public.{t}", fields {{ id = int, v = string, n = bigint }}, '
         f"primaryKey {{ name = pk, columnNames = [id] }} }} }}"
@@ -340,6 +345,9 @@ sink {{ Delta {{ plugin_input = cdc, path = "${{work}}/wh/${{table_name}}", save
         assert _delta_rows(spark, ran, t, ["id", "v", "n"]) == _pg_rows(pg, t), t
     assert _pg_rows(pg, "t05") == [(7, "after", 7)]
     assert not (ran.work / "checkpoints" / "twenty" / "_dead_letter").exists()
+    request.node.user_properties.append(
+        ("ran", f"{len(tables)} PostgreSQL tables, {published} Debezium records (snapshot, updates, deletes, "
+                "key changes, 4 truncates) in one topic pattern, every Delta table equal to PostgreSQL"))
 
 
 def test_committed_epochs_move_the_consumer_group_and_group_offsets_start_a_new_checkpoint_there(
