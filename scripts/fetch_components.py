@@ -4,6 +4,7 @@
 Components (runtime jars with their transitive dependencies, from Maven Central):
 
 * ``kafka``: an Apache Kafka broker (KRaft) with a log4j2 binding for slf4j 1.7;
+* ``s3proxy``: s3proxy, an S3-compatible server (jclouds' filesystem provider);
 * ``debezium``: the Debezium embedded engine with the PostgreSQL connector, an
   slf4j binding and Kafka's producer (kafka-clients, the version Debezium's
   dependencies bring), plus ``tests/components/java/DebeziumToKafka.java``
@@ -56,11 +57,14 @@ COMPONENTS: dict[str, tuple[str, ...]] = {
         # org.apache.kafka:kafka-clients comes with debezium-embedded (connect-api);
         # its presence is checked after the fetch (REQUIRED_JARS).
     ),
+    # an S3-compatible server (jclouds' filesystem provider) for the s3a tests
+    "s3proxy": ("org.gaul:s3proxy:4.1.0:jar-with-dependencies",),  # its own dependency set (Maven's mediation breaks it)
 }
 # jar-name prefixes each component must contain after the fetch
 REQUIRED_JARS: dict[str, tuple[str, ...]] = {
     "kafka": ("kafka_2.13-", "kafka-clients-", "log4j-core-"),
     "debezium": ("debezium-embedded-", "debezium-connector-postgres-", "kafka-clients-", "slf4j-simple-"),
+    "s3proxy": ("s3proxy-",),
 }
 
 
@@ -97,12 +101,15 @@ def find_javac() -> str:
 def temp_pom(name: str, coords: tuple[str, ...]) -> str:
     deps = []
     for coord in coords:
-        group, artifact, version = coord.split(":")
+        group, artifact, version, *classifier = coord.split(":")
+        # group:artifact:version:classifier -> that one jar (a self-contained build), without dependencies
+        extra = (f"\n      <classifier>{classifier[0]}</classifier>\n      <exclusions><exclusion><groupId>*</groupId>"
+                 "<artifactId>*</artifactId></exclusion></exclusions>") if classifier else ""
         deps.append(
             f"""    <dependency>
       <groupId>{group}</groupId>
       <artifactId>{artifact}</artifactId>
-      <version>{version}</version>
+      <version>{version}</version>{extra}
     </dependency>"""
         )
     body = "\n".join(deps)

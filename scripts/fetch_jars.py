@@ -25,6 +25,7 @@ Environment: ``STREAMING_ENGINE_JARS_DIR`` overrides the output folder,
 from __future__ import annotations
 
 import argparse
+import fcntl
 import os
 import re
 import shutil
@@ -138,7 +139,7 @@ def temp_pom(artifacts: list[Artifact]) -> str:
 """
 
 
-def run_maven(artifacts: list[Artifact], out: Path, workdir: Path) -> None:
+def run_maven(artifacts: list[Artifact], out: Path, workdir: Path, transitive: bool = False) -> None:
     (workdir / "pom.xml").write_text(temp_pom(artifacts), encoding="utf-8")
     cmd = [
         find_mvn(),
@@ -150,7 +151,7 @@ def run_maven(artifacts: list[Artifact], out: Path, workdir: Path) -> None:
         "-f",
         str(workdir / "pom.xml"),
         f"{DEPENDENCY_PLUGIN}:copy-dependencies",
-        "-DexcludeTransitive=true",
+        "-DincludeScope=runtime" if transitive else "-DexcludeTransitive=true",
         "-Dmdep.copyPom=true",
         "-Dmdep.overWriteReleases=true",
         f"-DoutputDirectory={out}",
@@ -316,6 +317,57 @@ def fetch(check_only: bool = False, verify: bool = False) -> int:
     return 0
 
 
+def load_extras(pyproject: Path = PYPROJECT) -> dict[str, list[Artifact]]:
+    """``[tool.streaming-engine.jvm.extras]``: jar sets fetched on first use, with their dependencies."""
+    with pyproject.open("rb") as fh:
+        data = tomllib.load(fh)
+    extras = data.get("tool", {}).get("streaming-engine", {}).get("jvm", {}).get("extras", {})
+    return {name: [Artifact.parse(c) for c in coords] for name, coords in extras.items()}
+
+
+_VERSIONED = re.compile(r"^(?P<name>.+?)-\d[\w.]*(?:-[A-Za-z]\w*)?\.jar$")
+
+
+def fetch_extra(name: str) -> Path:
+    """Fetch extra jar set ``name`` (e.g. ``s3a``: hadoop-aws and the AWS SDK
+    bundle) with its runtime dependencies into ``.jars/extras/<name>/``, minus
+    artifacts pyspark ships itself; a no-op when its stamp matches."""
+    extras = load_extras()
+    if name not in extras:
+        raise FetchError(f"unknown extra {name!r} (pinned: {', '.join(sorted(extras)) or 'none'})")
+    artifacts = extras[name]
+    out = jars_dir() / "extras" / name
+    stamp = out / ".stamp"
+    want = "\n".join([DEPENDENCY_PLUGIN, *map(str, artifacts)]) + "\n"
+    if stamp.is_file() and stamp.read_text(encoding="utf-8") == want and any(out.glob("*.jar")):
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / f".{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if stamp.is_file() and stamp.read_text(encoding="utf-8") == want and any(out.glob("*.jar")):
+            return out
+        log(f"fetching extra {name!r} ({', '.join(map(str, artifacts))}) with its dependencies into {out}")
+        shipped = {m.group("name") for j in pyspark_jar_names() if (m := _VERSIONED.match(j))}
+        with tempfile.TemporaryDirectory(prefix=".fetch-", dir=out.parent) as tmp:
+            dest = Path(tmp) / "out"
+            dest.mkdir()
+            run_maven(artifacts, dest, Path(tmp), transitive=True)
+            for jar in dest.glob("*.jar"):
+                m = _VERSIONED.match(jar.name)
+                if m and m.group("name") in shipped:  # pyspark has its own version: keep one on the class path
+                    jar.unlink()
+            for a in artifacts:
+                if not (dest / a.jar).is_file():
+                    raise FetchError(f"Maven did not produce {a.jar}")
+            (dest / ".stamp").write_text(want, encoding="utf-8")
+            if out.exists():
+                shutil.rmtree(out)
+            os.replace(dest, out)
+    size = sum(p.stat().st_size for p in out.glob("*.jar"))
+    log(f"extra {name!r}: {len(list(out.glob('*.jar')))} jars, {size / 1e6:.0f} MB")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     group = parser.add_mutually_exclusive_group()
@@ -327,8 +379,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="after fetching, check the pins against the poms and pyspark, with notes",
     )
+    group.add_argument("--extra", metavar="NAME",
+                       help="fetch an extra jar set of [tool.streaming-engine.jvm.extras] (e.g. s3a) and print its folder")
     args = parser.parse_args(argv)
     try:
+        if args.extra:
+            print(fetch_extra(args.extra))
+            return 0
         return fetch(check_only=args.check, verify=args.verify)
     except FetchError as exc:
         log(f"error: {exc}")

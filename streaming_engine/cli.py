@@ -21,6 +21,7 @@ from typing import Sequence
 from streaming_engine import logs, redact
 from streaming_engine.errors import ConfigError, EngineError, Problem
 from streaming_engine.plan.render import FORMATS, render
+from streaming_engine.runtime.session import inside_spark_submit, required_extras
 
 COMMANDS = ("run", "check", "explain", "status", "plugins")
 
@@ -39,7 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-n", "--name", help="job name (overrides env.job.name)")
     p.add_argument("-m", "--master", default="local[2]", help="Spark master (default local[2])")
     p.add_argument("-e", "--deploy-mode", default="client", choices=("client", "cluster"),
-                   help="Spark deploy mode: client (default; cluster is not supported yet)")
+                   help="Spark deploy mode: client (default); cluster through ./spark-submit.sh only")
     p.add_argument("--strict", action="store_true", help="unknown options are errors, not warnings")
     p.add_argument("--restricted", action="store_true",
                    help="refuse plugins that run code or read local files (README, Security)")
@@ -60,7 +61,7 @@ def _main(argv: Sequence[str] | None) -> int:
     logs.configure(args.log_format, args.log_level)
     redact.install_log_filter(logging.getLogger("streaming_engine"))
     command = args.command or ("check" if args.check else "run")
-    if args.deploy_mode != "client":
+    if args.deploy_mode != "client" and not inside_spark_submit():
         print(f"error: {EngineError('CLI.UNSUPPORTED_DEPLOY_MODE', {'mode': args.deploy_mode})}", file=sys.stderr)
         return 2
     try:
@@ -109,7 +110,8 @@ def _status(job, args: argparse.Namespace) -> int:
     from streaming_engine.runtime.session import build_spark_session
 
     path = ledger.ledger_path(job.dag.env.checkpoint_dir, slug(job.dag.job_name))
-    spark = build_spark_session(f"{job.dag.job_name}-status", args.master)
+    spark = build_spark_session(f"{job.dag.job_name}-status", args.master, conf=job.dag.env.spark,
+                                extras=required_extras(job.raw))
     rows = ledger.last_committed(spark, path)
     if args.format == "json":
         print(json.dumps({"job": job.dag.job_name, "ledger": path, "tables": rows}, indent=2, default=str))

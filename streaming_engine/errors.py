@@ -53,8 +53,10 @@ MESSAGES: dict[str, str] = {
     "RUNTIME.NOT_AVAILABLE": "{detail}",
     "RUNTIME.FAILED": "{detail}",
     "CLI.USAGE": "{detail}",
-    "CLI.UNSUPPORTED_DEPLOY_MODE": "deploy mode {mode!r} is not supported yet (cluster submission is planned); "
-    "use -e client (the default): the driver runs where you start the job",
+    "CLI.UNSUPPORTED_DEPLOY_MODE": "deploy mode {mode!r} needs spark-submit, which starts the driver on the "
+    "cluster: use ./spark-submit.sh -e {mode} (or -e client here: the driver runs where you start the job)",
+    "CONFIG.PYTHON_FILE_NOT_FOUND": "python.files names {path}, which does not exist (relative paths are relative "
+    "to the job file's folder)",
     "ASSERT.FAILED": "Assert rule failed: {detail}",
     "CHECKPOINT.BEHIND_TARGETS": "the checkpoint {checkpoint} is behind its targets: it has started epochs up to "
     "{epoch}, but {targets}. The checkpoint was lost, reset or moved; running on would write those epochs again "

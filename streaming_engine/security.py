@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from streaming_engine.errors import ConfigError, Problem
+from streaming_engine.errors import ConfigError, Location, Problem
 
 if TYPE_CHECKING:  # pragma: no cover
     from streaming_engine.dag.logical import LogicalDag
@@ -50,6 +50,10 @@ def check(dag: "LogicalDag", flag: bool = False) -> None:
         for cap, reason in sorted(v.plugin.capabilities().items())
         if cap in FORBIDDEN
     ]
+    if dag.env.python_files:
+        problems.append(Problem("CONFIG.RESTRICTED", {"capability": CAPABILITIES[RUNS_CODE],
+                                                      "reason": "env python.files ships Python modules to run",
+                                                      "switch": switch}, Location(None, "env", key="python.files")))
     if problems:
         raise ConfigError(problems)
 

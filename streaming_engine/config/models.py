@@ -15,8 +15,8 @@ from typing import Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from streaming_engine.config.keys import did_you_mean, flatten_options
-from streaming_engine.config.loader import RawBlock
-from streaming_engine.errors import Location, Problem
+from streaming_engine.config.loader import RawBlock, RawJob
+from streaming_engine.errors import ConfigError, Location, Problem
 from streaming_engine.plugins.base import Plugin, option_keys
 from streaming_engine.plugins.registry import REGISTRIES
 
@@ -69,7 +69,17 @@ class EnvConfig(BaseModel):
         None, alias="dead_letter.path",
         description="Delta table of records sources could not decode (default: <checkpoint.dir>/<job>/_dead_letter).",
     )
+    python_files: tuple[str, ...] = Field(
+        (), alias="python.files",
+        description="User Python modules the job imports (.py, .zip or folders; relative to the job file's folder), "
+        "shipped to the executors: by spark-submit.sh as --py-files, by a local run with SparkContext.addPyFile.",
+    )
     spark: dict[str, str] = Field(default_factory=dict, description="spark.* settings passed to Spark as-is.")
+
+    @field_validator("python_files", mode="before")
+    @classmethod
+    def _one_or_many(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str) else v
 
     @field_validator("job_mode", mode="before")
     @classmethod
@@ -133,12 +143,25 @@ def parse_env(raw_env: dict[str, Any], file: str | None, strict: bool) -> tuple[
     kept, problems = _split_known(rest, known, loc, strict)
     if file and "job.name" not in kept:
         kept["job.name"] = Path(file).stem
+    if file and isinstance(kept.get("python.files"), (list, tuple)):  # relative to the job file's folder
+        kept["python.files"] = [str((Path(file).parent / str(f)).resolve()) if "://" not in str(f) else f
+                                for f in kept["python.files"]]
     try:
         env = EnvConfig.model_validate({**kept, "spark": spark})
     except ValidationError as e:
         problems += validation_problems(e, loc)
         env = EnvConfig.model_validate({"spark": spark})
     return env, problems
+
+
+def python_files_of(raw: RawJob) -> list[Path]:
+    """The job's ``env.python.files``, each checked to exist (ConfigError naming the missing ones)."""
+    env, _ = parse_env(raw.env, raw.file, strict=False)
+    missing = [f for f in env.python_files if not Path(f).exists()]
+    if missing:
+        raise ConfigError([Problem("CONFIG.PYTHON_FILE_NOT_FOUND", {"path": f}, Location(raw.file, "env", key="python.files"))
+                           for f in missing])
+    return [Path(f) for f in env.python_files]
 
 
 def _spark_str(v: Any) -> str:

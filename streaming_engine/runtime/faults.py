@@ -51,6 +51,8 @@ def _kill_driver() -> None:
         proc = getattr(gateway, "proc", None) if gateway is not None else None
         if proc is not None:
             os.kill(proc.pid, signal.SIGKILL)
+        elif os.environ.get("PYSPARK_GATEWAY_PORT"):  # under spark-submit the JVM is our parent
+            os.kill(os.getppid(), signal.SIGKILL)
     except Exception:
         pass
     os.kill(os.getpid(), signal.SIGKILL)

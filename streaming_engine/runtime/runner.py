@@ -94,11 +94,12 @@ def execute(
     timeout_s: float | None = None,
     count_rows: bool = False,
 ) -> JobResult:
-    from streaming_engine.runtime.session import build_spark_session
+    from streaming_engine.runtime.session import add_python_files, build_spark_session, required_extras
 
     dag = job.dag
     bus = bus or EventBus()
-    spark = spark or build_spark_session(dag.job_name, master, conf=dag.env.spark)
+    spark = spark or build_spark_session(dag.job_name, master, conf=dag.env.spark, extras=required_extras(job.raw))
+    add_python_files(spark, job.raw)
     ledger_path = ledger.ledger_path(dag.env.checkpoint_dir, slug(dag.job_name))
     _attach_metrics(job, bus)
     bus.subscribe(_log_event)

@@ -10,11 +10,12 @@ does not need a JVM.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import tomllib
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from streaming_engine.errors import EngineError
 
@@ -86,6 +87,11 @@ class JarsNotFoundError(EngineError):
         return (self.__class__, (self.params["detail"],))
 
 
+def inside_spark_submit() -> bool:
+    """This Python process is a driver spark-submit started (its JVM runs already)."""
+    return bool(os.environ.get("PYSPARK_GATEWAY_PORT"))
+
+
 def is_local_master(master: str) -> bool:
     return master == "local" or master.startswith("local[")
 
@@ -105,8 +111,8 @@ def jars_dir() -> Path:
     return PROJECT_ROOT / ".jars"
 
 
-def _pinned_jar_names() -> list[str] | None:
-    """Jar file names pinned in the checkout's pyproject.toml (None if not a checkout)."""
+def pinned_coordinates() -> list[str] | None:
+    """Maven coordinates pinned in the checkout's pyproject.toml (None if not a checkout)."""
     pyproject = PROJECT_ROOT / "pyproject.toml"
     if not pyproject.is_file():
         return None
@@ -115,12 +121,13 @@ def _pinned_jar_names() -> list[str] | None:
             coords = tomllib.load(fh)["tool"]["streaming-engine"]["jvm"]["artifacts"]
     except (KeyError, tomllib.TOMLDecodeError, OSError):
         return None
-    names = []
-    for coord in coords:
-        parts = coord.split(":")
-        if len(parts) == 3:
-            names.append(f"{parts[1]}-{parts[2]}.jar")
-    return names
+    return [c for c in coords if len(c.split(":")) == 3]
+
+
+def _pinned_jar_names() -> list[str] | None:
+    """Jar file names pinned in the checkout's pyproject.toml (None if not a checkout)."""
+    coords = pinned_coordinates()
+    return None if coords is None else [f"{c.split(':')[1]}-{c.split(':')[2]}.jar" for c in coords]
 
 
 def jar_paths() -> list[str]:
@@ -160,7 +167,7 @@ def local_fs_conf(master: str) -> dict[str, str]:
     Empty for cluster masters, without the jar, and inside spark-submit (the
     JVM runs already; ./spark-submit.sh passes them on its command line)."""
     jar = engine_jar()
-    if jar is None or not is_local_master(master) or os.environ.get("PYSPARK_GATEWAY_PORT"):
+    if jar is None or not is_local_master(master) or inside_spark_submit():
         return {}
     return {"spark.driver.extraClassPath": str(jar), **LOCAL_FS_CONF}
 
@@ -176,13 +183,59 @@ def _log4j2_option(existing: str) -> str:
     return f"{option} {existing}".strip()
 
 
-def session_conf(master: str, conf: Mapping[str, str] | None = None) -> dict[str, str]:
+# URI scheme -> the extra jar set (pyproject.toml [tool.streaming-engine.jvm.extras]) it needs
+SCHEME_EXTRAS = {"s3a": "s3a"}
+
+
+def required_extras(raw: Any) -> list[str]:
+    """The extra jar sets a job needs: one per file system scheme its env or
+    options name (``s3a://...`` anywhere -> ``s3a``)."""
+    found: set[str] = set()
+
+    def walk(value: Any) -> None:
+        if isinstance(value, str):
+            found.update(extra for scheme, extra in SCHEME_EXTRAS.items() if f"{scheme}://" in value)
+        elif isinstance(value, Mapping):
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                walk(v)
+
+    walk(raw.env)
+    for block in raw.blocks:
+        walk(block.options)
+    return sorted(found)
+
+
+def extra_jar_paths(names: Sequence[str]) -> list[str]:
+    """The jars of extra sets ``names``, fetched on first use (scripts/fetch_jars.py --extra)."""
+    out: list[str] = []
+    for name in names:
+        folder = jars_dir() / "extras" / name
+        if not any(folder.glob("*.jar")) or not (folder / ".stamp").is_file():
+            script = PROJECT_ROOT / "scripts" / "fetch_jars.py"
+            if not script.is_file():
+                raise JarsNotFoundError(f"the {name} jars are not in {folder} and this is not a checkout that can "
+                                        f"fetch them (scripts/fetch_jars.py --extra {name})")
+            proc = subprocess.run([sys.executable, str(script), "--extra", name], stdin=subprocess.DEVNULL,
+                                  capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise JarsNotFoundError(f"could not fetch the {name} jars: {proc.stderr.strip()[-2000:]}")
+        out += sorted(str(p) for p in folder.glob("*.jar"))
+    return out
+
+
+def session_conf(master: str, conf: Mapping[str, str] | None = None, extras: Sequence[str] = ()) -> dict[str, str]:
     """The full configuration build_spark_session applies (without the master)."""
     merged = dict(BASE_CONF)
     if is_local_master(master):
         merged.update(LOCAL_CONF)
     user = {k: str(v) for k, v in (conf or {}).items()}
-    jars = jar_paths()
+    if inside_spark_submit():  # spark-submit shipped the jars (paths of the submitting machine) and started the JVM
+        merged.update(user)
+        return merged
+    jars = jar_paths() + extra_jar_paths(extras)
     if user.get("spark.jars"):
         jars = jars + [j for j in user["spark.jars"].split(",") if j and j not in jars]
     fs = local_fs_conf(master)
@@ -204,6 +257,7 @@ def build_spark_session(
     app_name: str,
     master: str = "local[2]",
     conf: dict[str, str] | None = None,
+    extras: Sequence[str] = (),
 ) -> "SparkSession":
     """Build (or return the already running) SparkSession with Delta and Kafka.
 
@@ -218,10 +272,11 @@ def build_spark_session(
     ``conf`` overrides any of these (``spark.jars`` entries are added to ours).
     JVM-level settings only take effect when this call starts the JVM.
     """
-    merged = session_conf(master, conf)
+    merged = session_conf(master, conf, extras)
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if not inside_spark_submit():  # spark-submit.sh chose the executors' Python (for clusters: theirs, not ours)
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if is_local_master(master):
         # Avoids the "hostname resolves to a loopback address" warning and
         # binding a local-only driver to an external interface.
@@ -235,9 +290,26 @@ def build_spark_session(
 
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.master(master).appName(app_name)
+    builder = SparkSession.builder.appName(app_name)
+    if not inside_spark_submit():  # under spark-submit its --master (the same through spark-submit.sh) holds
+        builder = builder.master(master)
     for key, value in merged.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(merged.get("spark.log.level", "WARN"))
     return spark
+
+
+def add_python_files(spark: "SparkSession", raw: Any) -> None:
+    """Ship the job's ``env.python.files`` to the executors (and this driver)
+    with SparkContext.addPyFile, folders zipped. Under spark-submit,
+    spark-submit.sh shipped them already as --py-files (in cluster mode the
+    paths of the submitting machine do not exist here)."""
+    if inside_spark_submit():
+        return
+    from streaming_engine.config.models import python_files_of
+    from streaming_engine.submit import python_file
+
+    for path in python_files_of(raw):
+        spark.sparkContext.addPyFile(str(python_file(path)))
+

@@ -47,20 +47,35 @@ def test_spark_submit_runs_a_job_to_completion(spark, tmp_path):
     assert rows == {1: "a2", 2: "b"}
 
 
-@pytest.mark.spark
-def test_spark_submit_rejects_cluster_masters_clearly(tmp_path):
+def test_spark_submit_refuses_what_spark_cannot_do_with_the_reason(tmp_path):
+    conf = tmp_path / "job.conf"
+    conf.write_text(JOB.format(work=tmp_path))
     proc = subprocess.run(
-        [str(ROOT / "spark-submit.sh"), "run", "-c", str(tmp_path / "x.conf"), "-m", "yarn"],
-        capture_output=True, text=True, timeout=120,
+        [str(ROOT / "spark-submit.sh"), "run", "-c", str(conf), "-m", "spark://127.0.0.1:7077", "-e", "cluster"],
+        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
     )
     assert proc.returncode == 2
-    assert "not supported yet" in proc.stderr
+    assert "no cluster deploy mode for Python applications on a standalone cluster" in proc.stderr
+    assert "-e client" in proc.stderr
 
 
-def test_spark_submit_refuses_cluster_deploy_mode_clearly(tmp_path):
+def test_spark_submit_prints_the_yarn_cluster_command_it_would_run(tmp_path):
+    conf = tmp_path / "job.conf"
+    conf.write_text(JOB.format(work=tmp_path))
     proc = subprocess.run(
-        [str(ROOT / "spark-submit.sh"), "run", "-c", str(tmp_path / "x.conf"), "-e", "cluster"],
-        capture_output=True, text=True, timeout=120,
+        [str(ROOT / "spark-submit.sh"), "run", "-c", str(conf), "-m", "yarn", "-e", "cluster", "--queue", "etl",
+         "--dry-run"],
+        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
     )
-    assert proc.returncode == 2
-    assert "deploy mode 'cluster' is not supported yet" in proc.stderr and "-e client" in proc.stderr
+    assert proc.returncode == 0, proc.stderr
+    command = proc.stdout.splitlines()[-1].split()
+    assert command[0].endswith("bin/spark-submit")
+    assert command[command.index("--files") + 1] == str(conf)
+    assert command[command.index("--queue") + 1] == "etl"
+    assert command[-7:] == ["-c", "job.conf", "run", "-m", "yarn", "-e", "cluster"]
+
+
+def test_the_engine_cli_sends_cluster_deploy_mode_to_spark_submit(tmp_path):
+    from streaming_engine.cli import main
+
+    assert main(["run", "-c", str(tmp_path / "x.conf"), "-e", "cluster"]) == 2

@@ -1,0 +1,308 @@
+"""Jobs submitted through ./spark-submit.sh to a real Spark standalone cluster
+(a master and two workers started by the test from pyspark's spark-class).
+
+The job's Python transform lives in a user module that exists only in the
+test's folder: it must reach the workers' executors through the job's
+``env.python.files``. Results are compared with rows the test wrote into the
+job itself, and Spark's event log says where every task ran."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.components.spark_cluster import SparkStandaloneCluster
+
+ROOT = Path(__file__).resolve().parents[2]
+PY = str(ROOT / ".venv" / "bin" / "python")
+
+pytestmark = [pytest.mark.spark, pytest.mark.components]
+
+UDF = '''
+import os
+
+
+def tag(df):
+    df["doubled"] = df["qty"] * 2
+    df["ran_in"] = os.getcwd()  # an executor's working directory: <worker dir>/<app id>/<executor id>
+    return df
+'''
+
+TABLES = {"shop.orders": [(i, f"o{i}", i % 7) for i in range(60)], "shop.items": [(i, f"i{i}", i) for i in range(25)]}
+
+
+def _rows(rows: list[tuple]) -> str:
+    return ", ".join('{ kind = INSERT, fields = [%d, "%s", %d] }' % row for row in rows)
+
+
+def _job() -> str:
+    configs = ",\n".join(
+        f'{{ schema = {{ table = "{t}", fields {{ id = bigint, name = string, qty = bigint }} }}, rows = [{_rows(rows)}] }}'
+        for t, rows in TABLES.items()
+    )
+    return f"""
+env {{ job.name = on_cluster, checkpoint.dir = "${{work}}/ck", job.retry.times = 0,
+      python.files = [ userlib ] }}
+source {{ FakeSource {{ plugin_output = src, tables_configs = [ {configs} ] }} }}
+transform {{
+  Python {{ plugin_input = src, plugin_output = tagged, function = "cluster_udfs:tag",
+           output_schema = {{ doubled = bigint, ran_in = string }} }}
+}}
+sink {{ Delta {{ plugin_input = tagged, path = "${{work}}/out/${{table_name}}" }} }}
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with SparkStandaloneCluster(tmp_path_factory.mktemp("standalone"), workers=2, cores=1, memory="1g") as c:
+        yield c
+
+
+def _argv(work: Path, cluster: SparkStandaloneCluster) -> list[str]:
+    return [str(ROOT / "spark-submit.sh"), "run", "-c", str(work / "job.conf"), "-i", f"work={work}",
+            "-m", cluster.url, "--executor-python", PY, "--executor-memory", "512m", "--total-executor-cores", "2",
+            "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={work / 'events'}",
+            "--conf", "spark.eventLog.compress=false", "--conf", "spark.sql.shuffle.partitions=2"]
+
+
+ENV = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+
+
+def _submit(work: Path, cluster: SparkStandaloneCluster) -> subprocess.CompletedProcess:
+    return subprocess.run(_argv(work, cluster), capture_output=True, text=True, timeout=600, cwd=work, env=ENV,
+                          stdin=subprocess.DEVNULL)
+
+
+def _events(work: Path) -> list[dict]:
+    """Spark's event log of the one application (a folder of rolled files in Spark 4)."""
+    (app,) = list((work / "events").iterdir())
+    files = sorted(app.glob("events_*")) if app.is_dir() else [app]
+    return [json.loads(line) for f in files for line in f.read_text().splitlines() if line.strip()]
+
+
+def test_a_job_with_a_user_module_runs_on_the_workers_executors(cluster, spark, tmp_path, request):
+    (tmp_path / "userlib").mkdir()
+    (tmp_path / "userlib" / "cluster_udfs.py").write_text(UDF)
+    (tmp_path / "events").mkdir()
+    (tmp_path / "job.conf").write_text(_job())
+
+    proc = _submit(tmp_path, cluster)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "job 'on_cluster' FINISHED" in proc.stdout
+
+    places = set()
+    for table, rows in TABLES.items():
+        got = spark.read.format("delta").load(str(tmp_path / "out" / table.split(".")[1])).collect()
+        assert sorted((r.id, r.name, r.qty, r.doubled) for r in got) == sorted(
+            (i, n, q, 2 * q) for i, n, q in rows), table
+        places |= {r.ran_in for r in got}
+    workers = {str(cluster.worker_dir(i)) for i in range(2)}
+    # every row went through the user function inside an executor a worker launched
+    assert places and all(any(p.startswith(w + os.sep) for w in workers) for p in places), (places, workers)
+
+    events = _events(tmp_path)
+    executors = [e for e in events if e["Event"] == "SparkListenerExecutorAdded"]
+    tasks = [e for e in events if e["Event"] == "SparkListenerTaskEnd"]
+    assert len(executors) == 2 and tasks
+    assert {e["Task Info"]["Executor ID"] for e in tasks} <= {e["Executor ID"] for e in executors}
+    assert all(e["Task End Reason"]["Reason"] == "Success" for e in tasks)
+    used = {p.split(os.sep)[-1] for p in places}
+    request.node.user_properties.append(
+        ("ran", f"{sum(len(r) for r in TABLES.values())} rows in 2 tables on a standalone master with 2 workers; "
+                f"{len(tasks)} tasks on executors {sorted({e['Task Info']['Executor ID'] for e in tasks})}; "
+                f"the user function ran in executor(s) {sorted(used)}"))
+
+
+def test_a_user_module_that_is_not_shipped_fails_the_job_naming_it(cluster, tmp_path):
+    (tmp_path / "events").mkdir()
+    (tmp_path / "job.conf").write_text(_job().replace("python.files = [ userlib ]", "").replace(
+        "cluster_udfs:tag", "cluster_udfs_absent:tag"))
+    proc = _submit(tmp_path, cluster)
+    assert proc.returncode != 0
+    assert "cluster_udfs_absent" in proc.stdout + proc.stderr
+
+
+READER = r'''
+import json, sys
+from pyspark.sql import SparkSession
+conf, tables = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+b = SparkSession.builder.master("local[1]").appName("plain-reader")
+for k, v in conf.items():
+    b = b.config(k, v)
+spark = b.getOrCreate()
+out = {}
+for t in tables:
+    path = f"s3a://lake/tables/{t}"
+    rows = sorted(tuple(r) for r in spark.read.format("delta").load(path).select("id", "name", "qty", "doubled").collect())
+    adds = spark.read.json(f"{path}/_delta_log/*.json").where("add IS NOT NULL").select("add.stats").collect()
+    stats = [json.loads(a.stats) for a in adds]
+    out[t] = {"rows": rows, "files": len(adds), "stats": stats}
+print("RESULT " + json.dumps(out))
+'''
+
+
+def test_the_same_job_writes_delta_and_its_checkpoint_on_s3a_once(cluster, tmp_path, request):
+    from streaming_engine.runtime.session import extra_jar_paths, jar_paths
+    from tests.components.s3proxy import S3Proxy
+
+    with S3Proxy(tmp_path / "s3") as s3:
+        s3.bucket("lake")
+        (tmp_path / "userlib").mkdir()
+        (tmp_path / "userlib" / "cluster_udfs.py").write_text(UDF)
+        (tmp_path / "events").mkdir()
+        settings = ", ".join(f'"{k}" = "{v}"' for k, v in s3.hadoop_conf().items())
+        job = (_job().replace('checkpoint.dir = "${work}/ck"', f'checkpoint.dir = "s3a://lake/ck", {settings}')
+               .replace('path = "${work}/out/${table_name}"', 'path = "s3a://lake/tables/${table_name}"'))
+        assert "s3a://lake/ck" in job and "s3a://lake/tables" in job
+        (tmp_path / "job.conf").write_text(job)
+
+        first = _submit(tmp_path, cluster)
+        assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+        assert s3.secret_key not in first.stdout + first.stderr  # the run's output masks the secret
+        again = _submit(tmp_path, cluster)  # everything committed: the rerun writes nothing
+        assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+        assert (s3.data / "lake" / "ck").is_dir()  # the checkpoint lives in the bucket
+
+        conf = {"spark.jars": ",".join(p for p in jar_paths() + extra_jar_paths(["s3a"])
+                                       if "streaming-engine" not in p),
+                "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+                "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+                **s3.hadoop_conf()}
+        read = subprocess.run([PY, "-c", READER, json.dumps(conf), json.dumps([t.split(".")[1] for t in TABLES])], capture_output=True,
+                              text=True, timeout=300, env=ENV, stdin=subprocess.DEVNULL)
+        assert read.returncode == 0, read.stderr[-3000:]
+        result = json.loads(next(ln for ln in read.stdout.splitlines() if ln.startswith("RESULT "))[7:])
+    for table, rows in TABLES.items():
+        got = result[table.split(".")[1]]
+        assert [tuple(r) for r in got["rows"]] == sorted((i, n, q, 2 * q) for i, n, q in rows)
+        # Delta's per-file statistics, as its own writer records them
+        assert got["stats"] and all({"numRecords", "minValues", "maxValues", "nullCount"} <= set(s)
+                                    for s in got["stats"])
+        assert min(s["minValues"]["id"] for s in got["stats"]) == 0
+    request.node.user_properties.append(
+        ("ran", f"2 runs on the standalone cluster against s3proxy (Delta tables and checkpoint on s3a); "
+                f"{sum(r['files'] for r in result.values())} data files read back by a plain Spark session"))
+
+
+SLOW_UDF = '''
+import os
+import time
+import uuid
+
+
+def tag(df):
+    # marks where and when it ran (the test kills the executor it finds here), then takes its time
+    marks = os.environ["ENGINE_TEST_MARKS"]
+    with open(os.path.join(marks, uuid.uuid4().hex), "w") as fh:
+        fh.write(os.getcwd())
+    time.sleep(1.0)
+    df["doubled"] = df["qty"] * 2
+    df["ran_in"] = os.getcwd()
+    return df
+'''
+
+
+def _executor_jvm(cwd: str) -> int | None:
+    """The pid of the executor JVM working in ``cwd`` (a worker's <app>/<executor id> folder)."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if os.readlink(proc / "cwd") == cwd and b"java" in (proc / "cmdline").read_bytes().split(b"\0")[0]:
+                return int(proc.name)
+        except OSError:
+            continue
+    return None
+
+
+def test_an_executor_killed_in_the_middle_of_a_job_is_replaced_and_rows_arrive_once(cluster, tmp_path, spark):
+    import signal
+    import time
+
+    files, per_file = 8, 50
+    (tmp_path / "in").mkdir()
+    for f in range(files):
+        lines = [json.dumps({"id": f * per_file + i, "name": f"n{f}-{i}", "qty": i}) for i in range(per_file)]
+        (tmp_path / "in" / f"part-{f:02d}.json").write_text("\n".join(lines) + "\n")
+    (tmp_path / "userlib").mkdir()
+    (tmp_path / "userlib" / "cluster_udfs.py").write_text(SLOW_UDF)
+    (tmp_path / "marks").mkdir()
+    (tmp_path / "events").mkdir()
+    (tmp_path / "job.conf").write_text(f"""
+env {{ job.name = killed_executor, checkpoint.dir = "${{work}}/ck", job.retry.times = 0, python.files = [ userlib ],
+      spark.executorEnv.ENGINE_TEST_MARKS = "{tmp_path / 'marks'}" }}
+source {{ LocalFile {{ plugin_output = src, path = "${{work}}/in", file_format_type = json, max_files_per_trigger = 1,
+                      schema = {{ fields {{ id = bigint, name = string, qty = bigint }} }} }} }}
+transform {{ Python {{ plugin_input = src, plugin_output = tagged, function = "cluster_udfs:tag",
+                      output_schema = {{ doubled = bigint, ran_in = string }} }} }}
+sink {{ Delta {{ plugin_input = tagged, path = "${{work}}/out" }} }}
+""")
+    log = (tmp_path / "submit.log").open("w")  # a file, not a pipe nobody reads while the job runs
+    proc = subprocess.Popen(_argv(tmp_path, cluster), stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path,
+                            stdin=subprocess.DEVNULL, env=ENV)
+    try:
+        killed = None
+        deadline = time.monotonic() + 300
+        while killed is None and time.monotonic() < deadline and proc.poll() is None:
+            marks = sorted((tmp_path / "marks").iterdir(), key=lambda p: p.stat().st_mtime)
+            if len(marks) >= 3:  # a few batches in: kill the executor that runs the function now
+                pid = _executor_jvm(marks[-1].read_text())
+                if pid is not None:
+                    os.kill(pid, signal.SIGKILL)
+                    killed = marks[-1].read_text()
+            time.sleep(0.2)
+        proc.wait(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        log.close()
+    out = (tmp_path / "submit.log").read_text()
+    assert killed is not None, f"no executor was killed:\n{out[-3000:]}"
+    assert proc.returncode == 0, out[-5000:]
+
+    rows = spark.read.format("delta").load(str(tmp_path / "out")).collect()
+    assert sorted((r.id, r.name, r.qty, r.doubled) for r in rows) == sorted(
+        (f * per_file + i, f"n{f}-{i}", i, 2 * i) for f in range(files) for i in range(per_file))  # each row once
+    events = _events(tmp_path)
+    removed = [e for e in events if e["Event"] == "SparkListenerExecutorRemoved"]
+    added = [e for e in events if e["Event"] == "SparkListenerExecutorAdded"]
+    assert removed and len(added) >= 3, (len(removed), len(added))  # the killed one was replaced
+    assert any(r.ran_in != killed for r in rows)
+
+
+def test_a_driver_killed_between_commits_resumes_on_the_cluster_exactly_once(cluster, tmp_path, spark):
+    """The crash test's driver kill, once on the cluster: after one table of the
+    epoch committed, before the ledger; the restarted driver gets new executors
+    and the tables hold every row once (append) and the latest rows (upsert)."""
+    files, per_file = 5, 40
+    (tmp_path / "in").mkdir()
+    for f in range(files):
+        lines = [json.dumps({"id": i, "name": f"v{f}", "qty": f * per_file + i}) for i in range(per_file)]
+        (tmp_path / "in" / f"part-{f:02d}.json").write_text("\n".join(lines) + "\n")
+    (tmp_path / "events").mkdir()
+    (tmp_path / "job.conf").write_text("""
+env { job.name = killed_driver, checkpoint.dir = "${work}/ck", job.retry.times = 0 }
+source { LocalFile { plugin_output = src, path = "${work}/in", file_format_type = json, max_files_per_trigger = 1,
+                     schema = { fields { id = bigint, name = string, qty = bigint }, primaryKey { name = pk, columnNames = [id] } } } }
+sink {
+  Delta { plugin_input = src, path = "${work}/log" }
+  Delta { plugin_input = src, path = "${work}/state", save_mode = upsert }
+}
+""")
+    killed = subprocess.run(_argv(tmp_path, cluster), capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                            stdin=subprocess.DEVNULL, start_new_session=True,
+                            env={**ENV, "STREAMING_ENGINE_FAULT": "sink_table_committed@2"})
+    assert killed.returncode == -9, killed.stdout[-2000:] + killed.stderr[-2000:]
+    log = spark.read.format("delta").load(str(tmp_path / "log")).count()
+    assert 0 < log < files * per_file  # it died in the middle
+    done = subprocess.run(_argv(tmp_path, cluster), capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                          stdin=subprocess.DEVNULL, env=ENV)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = spark.read.format("delta").load(str(tmp_path / "log")).collect()
+    assert sorted((r.id, r.qty) for r in rows) == sorted((i, f * per_file + i) for f in range(files) for i in range(per_file))
+    state = spark.read.format("delta").load(str(tmp_path / "state")).collect()
+    assert sorted((r.id, r.name) for r in state) == [(i, f"v{files - 1}") for i in range(per_file)]
