@@ -115,10 +115,30 @@ class Bench:
         self.scratch = scratch
         self.results: list[Result] = []
         self._runs = 0
+        # where a side keeps what it writes for a run's work directory (its
+        # input, checkpoint and tables), and where the Delta logs of that place
+        # can be read as local files: the work directory itself by default;
+        # ``on_store`` switches both to an object store for a block of pairs
+        self.store: Callable[[Path], str] = str
+        self.mirror: Callable[[Path], Path] = lambda work: work
+
+    @contextlib.contextmanager
+    def on_store(self, store: Callable[[Path], str], mirror: Callable[[Path], Path]) -> Iterator[None]:
+        self.store, self.mirror = store, mirror
+        try:
+            yield
+        finally:
+            self.store, self.mirror = str, (lambda work: work)
 
     def work(self, tag: str) -> Path:
         self._runs += 1
         return self.scratch / f"{tag}-{self._runs}"
+
+    def remove(self, location: str) -> None:
+        """Delete what a pair left at ``location`` (a local path or a store URI)."""
+        jvm = self.spark.sparkContext._jvm
+        path = jvm.org.apache.hadoop.fs.Path(location)
+        path.getFileSystem(self.spark.sparkContext._jsc.hadoopConfiguration()).delete(path, True)
 
     def runs(self, side: Side, repeat: int, tag: str) -> list[float]:
         return [measure(side, self.work(tag)) for _ in range(repeat)]
@@ -152,7 +172,7 @@ class Bench:
             for side, out, tag in order if i % 2 == 0 else order[::-1]:
 
                 def inspect(work: Path, tag: str = tag) -> None:
-                    written[tag] = delta_log_facts(work, stats_of or "")
+                    written[tag] = delta_log_facts(self.mirror(work), stats_of or "")
 
                 out.append(measure(side, self.work(tag), inspect if i == 0 and stats_of else None))
         if written:
@@ -200,14 +220,17 @@ def _fmt(values: list[float]) -> str:
 # running jobs through the engine
 
 
-def engine_job(spark, template: str, stop_after_epochs: int | None = None, **fmt: object) -> Side:
-    """A side that compiles ``template`` (``{work}`` = the run's directory) and
-    runs it through the engine in-process on ``spark``."""
+def engine_job(spark, template: str, stop_after_epochs: int | None = None,
+               store: Callable[[Path], str] = str, **fmt: object) -> Side:
+    """A side that compiles ``template`` (``{work}`` = where the run keeps its
+    data: ``store`` of its work directory) and runs it through the engine
+    in-process on ``spark``."""
     from streaming_engine.job import compile_text
     from streaming_engine.runtime.runner import execute
 
     def run(work: Path) -> None:
-        result = execute(compile_text(template.format(work=work, **fmt)), spark=spark, stop_after_epochs=stop_after_epochs)
+        text = template.format(work=store(work), **fmt)
+        result = execute(compile_text(text), spark=spark, stop_after_epochs=stop_after_epochs)
         assert result.status == "FINISHED", result.error
 
     return run
@@ -395,44 +418,49 @@ WHOLE_BASELINE = (
 )
 
 
-def bench_whole_job(b: Bench, sizes: list[tuple[int, int]]) -> None:
-    """``sizes``: (rows, repeats) per input size."""
+def bench_whole_job(b: Bench, sizes: list[tuple[int, int]], where: str = "", fallback: bool = True) -> None:
+    """``sizes``: (rows, repeats) per input size; input, checkpoints and tables
+    where ``b.store`` keeps them (``where`` says so in the row's name)."""
     from pyspark.sql import functions as F
 
     switch = fallback_switch()
     for rows, repeat in sizes:
-        data = b.scratch / f"in-{rows}"
+        data = f"{b.store(b.scratch)}/in-{rows}"
         (
             b.spark.range(rows)
             .select(F.col("id"), (F.col("id") * 0.5).alias("v"), F.concat(F.lit("s"), F.col("id")).alias("s"))
             .repartition(4)
-            .write.parquet(str(data))
+            .write.parquet(data)
         )
 
         def hand(work: Path) -> None:
+            at = b.store(work)
+
             def batch(df, batch_id: int) -> None:
                 (
                     df.withColumn("s2", F.col("s")).select("id", "v", "s2")
                     .write.format("delta").option("txnAppId", "bench-whole").option("txnVersion", batch_id)
-                    .mode("append").save(str(work / "out"))
+                    .mode("append").save(f"{at}/out")
                 )
 
             q = (
-                b.spark.readStream.schema("id bigint, v double, s string").parquet(str(data))
-                .writeStream.foreachBatch(batch).option("checkpointLocation", str(work / "ck"))
+                b.spark.readStream.schema("id bigint, v double, s string").parquet(data)
+                .writeStream.foreachBatch(batch).option("checkpointLocation", f"{at}/ck")
                 .trigger(availableNow=True).start()
             )
             q.awaitTermination()
 
-        engine = engine_job(b.spark, WHOLE_JOB, input=data)
-        size = f"{rows / 1e6:g} M rows"
+        engine = engine_job(b.spark, WHOLE_JOB, store=b.store, input=data)
+        size = f"{rows / 1e6:g} M rows{where}"
         goal = Goal(1.05, "<= 1.05x")
         b.pair(
             f"whole job, {size} (LocalFile parquet -> Copy -> Filter -> Delta, BATCH) vs hand-written foreachBatch job",
             engine, hand, repeat, goal, note=WHOLE_BASELINE + " Engine: its own Delta append path.", stats_of="out",
         )
         name = f"whole job, {size}, engine forced onto Delta's DataFrameWriter vs hand-written foreachBatch job"
-        if switch:
+        if not fallback:
+            pass
+        elif switch:
             b.pair(
                 name, with_env(engine, switch, FALLBACK_VALUE), hand, repeat, goal,
                 note=WHOLE_BASELINE + f" Engine: {switch}={FALLBACK_VALUE} (the fallback for tables whose "
@@ -441,7 +469,7 @@ def bench_whole_job(b: Bench, sizes: list[tuple[int, int]]) -> None:
             )
         else:
             b.skip(name, goal, "not available: the Delta sink has no switch forcing Delta's DataFrameWriter")
-        shutil.rmtree(data, ignore_errors=True)
+        b.remove(data)
 
 
 # ---------------------------------------------------------------------------
@@ -545,7 +573,8 @@ def _fanout_fmt(n: int, rows: int, epochs: int = 1) -> dict:
     return dict(n=n, per_table=rows // n, per_batch=-(-(rows // n) // epochs), tables=tables)
 
 
-def bench_fanout(b: Bench, rows: int, repeat: int) -> None:
+def bench_fanout(b: Bench, rows: int, repeat: int, where: str = "", shapes=((10, 1), (100, 1), (100, 4)),
+                 own: bool = True) -> None:
     from pyspark.sql import functions as F
 
     from streaming_engine.runtime import rows as envelope
@@ -555,11 +584,12 @@ def bench_fanout(b: Bench, rows: int, repeat: int) -> None:
     # one epoch into new tables, and a CDC job's steady state: several epochs
     # into tables that have a history (each epoch's write finds the table's
     # transactions: Delta's DataFrameWriter looks its txnAppId up per table)
-    for n, epochs, goal in ((10, 1, None), (100, 1, goal), (100, 4, goal)):
+    for n, epochs in shapes:
         fmt = _fanout_fmt(n, rows, epochs)
 
         def hand(work: Path, fmt=fmt) -> None:
-            dataset, stream = source_stream(b.spark, FANOUT_JOB.format(work=work, **fmt), streaming=False)
+            at = b.store(work)
+            dataset, stream = source_stream(b.spark, FANOUT_JOB.format(work=at, **fmt), streaming=False)
             slots = envelope.layout(dataset).columns
 
             def batch(df, batch_id: int) -> None:
@@ -571,14 +601,14 @@ def bench_fanout(b: Bench, rows: int, repeat: int) -> None:
                             .select(*[F.col(s).alias(c) for s, c in zip(slots[t.table_id], t.names)])
                             .write.format("delta")
                             .option("txnAppId", f"bench-fanout.{t.table_id}").option("txnVersion", batch_id)
-                            .mode("append").save(str(work / "out" / t.table_id))
+                            .mode("append").save(f"{at}/out/{t.table_id}")
                         )
                 finally:
                     df.unpersist()
 
             q = (
                 stream.writeStream.foreachBatch(batch)
-                .option("checkpointLocation", str(work / "ck"))
+                .option("checkpointLocation", f"{at}/ck")
                 .trigger(availableNow=True)
                 .start()
             )
@@ -586,8 +616,9 @@ def bench_fanout(b: Bench, rows: int, repeat: int) -> None:
 
         what = "one batch" if epochs == 1 else f"{epochs} epochs"
         r = b.pair(
-            f"fan-out of {what} to {n} Delta tables ({rows // n} rows each) vs hand-written fan-out",
-            engine_job(b.spark, FANOUT_JOB, **fmt), hand, repeat, goal, warmup=n == 10, stats_of="out/*",
+            f"fan-out of {what} to {n} Delta tables ({rows // n} rows each){where} vs hand-written fan-out",
+            engine_job(b.spark, FANOUT_JOB, store=b.store, **fmt), hand, repeat, goal if n >= 100 else None,
+            warmup=n == shapes[0][0] and epochs == shapes[0][1], stats_of="out/*",
             note=(
                 f"Both: the same multi-table FakeSource stream ({n} tables, {rows} rows in {epochs} epoch(s), "
                 "BATCH / available-now). "
@@ -598,6 +629,8 @@ def bench_fanout(b: Bench, rows: int, repeat: int) -> None:
         )
         if epochs == 1:
             engine_runs[n] = r.engine
+    if not own:
+        return
     one = b.runs(engine_job(b.spark, FANOUT_JOB, **_fanout_fmt(1, rows)), repeat, "one")
     for n in (10, 100):
         b.results.append(Result(
@@ -776,6 +809,96 @@ def bench_kafka_append(b: Bench, rows: int, repeat: int) -> None:
 
 
 # ---------------------------------------------------------------------------
+# 8. the same pairs with data, checkpoints and tables on s3a (s3proxy)
+
+
+def bench_s3a(b: Bench, rows: int, fan_rows: int, repeat: int) -> None:
+    """The whole-job and fan-out pairs on ``s3a://`` (a real S3-compatible
+    server on this machine: s3proxy, objects as local files): both sides keep
+    input, checkpoint and tables in the bucket."""
+    try:
+        from tests.components.s3proxy import S3Proxy
+    except ImportError as e:
+        b.skip("whole job and fan-out on s3a", None, f"test components not installed ({e})")
+        return
+    with S3Proxy(b.scratch / "s3") as s3:
+        s3.bucket("bench")
+        hadoop = b.spark.sparkContext._jsc.hadoopConfiguration()
+        for key, value in s3.hadoop_conf().items():
+            hadoop.set(key.removeprefix("spark.hadoop."), value)
+        with b.on_store(lambda work: f"s3a://bench/{work.name}", lambda work: s3.data / "bench" / work.name):
+            bench_whole_job(b, [(rows, repeat)], where=" on s3a (s3proxy)", fallback=False)
+            bench_fanout(b, fan_rows, repeat, where=" on s3a (s3proxy)", shapes=((100, 1),), own=False)
+
+
+# ---------------------------------------------------------------------------
+# 9. one worker against two on a standalone cluster
+
+
+def _job_seconds(events_dir: Path) -> float:
+    """From a run's Spark event log: first job start to last job end (the
+    work, without JVM and executor start-up)."""
+    (app,) = list(events_dir.iterdir())
+    files = sorted(app.glob("events_*")) if app.is_dir() else [app]
+    starts, ends = [], []
+    for f in files:
+        for line in f.read_text().splitlines():
+            e = json.loads(line)
+            if e.get("Event") == "SparkListenerJobStart":
+                starts.append(e["Submission Time"])
+            elif e.get("Event") == "SparkListenerJobEnd":
+                ends.append(e["Completion Time"])
+    return (max(ends) - min(starts)) / 1000
+
+
+def bench_workers(b: Bench, rows: int, repeat: int) -> None:
+    """The whole job submitted with ./spark-submit.sh (client mode) to a
+    standalone cluster of one worker and to one of two (1 core, 1 GB each)."""
+    from pyspark.sql import functions as F
+
+    try:
+        from tests.components.spark_cluster import SparkStandaloneCluster
+    except ImportError as e:
+        b.skip("one worker vs two workers", None, f"test components not installed ({e})")
+        return
+    data = b.scratch / f"in-cluster-{rows}"
+    (b.spark.range(rows)
+     .select(F.col("id"), (F.col("id") * 0.5).alias("v"), F.concat(F.lit("s"), F.col("id")).alias("s"))
+     .repartition(8).write.parquet(str(data)))
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+
+    def submit(cluster) -> Side:
+        def run(work: Path) -> float:
+            (work / "events").mkdir()
+            (work / "job.conf").write_text(WHOLE_JOB.format(work=work, input=data))
+            proc = subprocess.run(
+                [str(ROOT / "spark-submit.sh"), "run", "-c", str(work / "job.conf"), "-m", cluster.url,
+                 "--executor-python", sys.executable, "--executor-memory", "768m",
+                 "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={work / 'events'}",
+                 "--conf", "spark.eventLog.compress=false"],
+                capture_output=True, text=True, cwd=work, env=env, stdin=subprocess.DEVNULL, timeout=1200)
+            assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+            return _job_seconds(work / "events")
+
+        return run
+
+    with SparkStandaloneCluster(b.scratch / "one", workers=1, cores=1, memory="1g") as one, \
+            SparkStandaloneCluster(b.scratch / "two", workers=2, cores=1, memory="1g") as two:
+        b.pair(
+            f"whole job, {rows / 1e6:g} M rows, submitted to a standalone cluster: two workers vs one worker",
+            submit(two), submit(one), repeat, stats_of="out",
+            note=(
+                "Engine against itself: ./spark-submit.sh run -m spark://... (client mode) of the whole job above, "
+                "on a cluster of two workers (1 core each) against one of one worker (1 core), measured from "
+                "Spark's event log (first job start to last job end: the work, without JVM and executor start-up). "
+                "The machine has 2 cores and the driver shares them: two executors can at best halve the "
+                "scan/write stages, and the driver's commit and planning do not shrink."
+            ),
+        )
+    shutil.rmtree(data, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------
 # report
 
 
@@ -838,6 +961,9 @@ def render(results: list[Result], facts: str, command: str, started: float, took
     return "\n".join(lines + ["", "## What each row compares", ""] + notes) + "\n"
 
 
+KINDS = ("python", "builtin", "whole", "streaming", "fanout", "cdc", "kafka", "s3a", "workers")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -847,7 +973,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=5, help="paired repeats of the short pairs (default 5)")
     p.add_argument("--repeat-long", type=int, default=3, help="paired repeats of the big-rows, streaming and fan-out pairs")
     p.add_argument("--epochs", type=int, default=15, help="measured epochs per streaming run (default 15)")
-    p.add_argument("--only", choices=("python", "builtin", "whole", "streaming", "fanout", "cdc", "kafka"), action="append")
+    p.add_argument("--only", choices=KINDS, action="append")
     p.add_argument("--out", default=str(ROOT / "bench" / "RESULTS.md"))
     args = p.parse_args(argv)
 
@@ -857,8 +983,8 @@ def main(argv: list[str] | None = None) -> int:
 
     started, t0 = time.time(), time.perf_counter()
     facts = machine_facts()
-    spark = build_spark_session("bench")
-    only = set(args.only or ("python", "builtin", "whole", "streaming", "fanout", "cdc", "kafka"))
+    only = set(args.only or KINDS)
+    spark = build_spark_session("bench", extras=["s3a"] if "s3a" in only else ())
     scratch = Path(tempfile.mkdtemp(prefix="bench-"))
     b = Bench(spark, scratch)
     try:
@@ -889,6 +1015,10 @@ def main(argv: list[str] | None = None) -> int:
             bench_cdc_apply(b, min(args.rows, 200_000), args.repeat_long)
         if "kafka" in only:
             bench_kafka_append(b, min(args.rows, 1_000_000), args.repeat_long)
+        if "s3a" in only:
+            bench_s3a(b, args.rows, min(args.rows, 300_000), args.repeat_long)
+        if "workers" in only:
+            bench_workers(b, args.big_rows if not args.quick else args.rows, args.repeat_long)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     command = "python -m bench.run" + "".join(f" {a}" for a in argv)

@@ -291,7 +291,15 @@ def build_spark_session(
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
-    if not inside_spark_submit():  # under spark-submit its --master (the same through spark-submit.sh) holds
+    if inside_spark_submit():
+        # spark-submit's master (the same through spark-submit.sh) and its
+        # --conf settings hold: the engine's defaults and the job's env fill in
+        from pyspark import SparkConf, SparkContext
+
+        SparkContext._ensure_initialized()  # the running JVM's gateway: SparkConf() reads its settings
+        submitted = SparkConf()
+        merged = {k: v for k, v in merged.items() if not submitted.contains(k)}
+    else:
         builder = builder.master(master)
     for key, value in merged.items():
         builder = builder.config(key, value)

@@ -108,4 +108,5 @@ def test_cluster_deploy_mode_is_refused_not_ignored(tmp_path, capsys):
         assert main([command, "-c", path, "-e", "cluster"]) == 2
         captured = capsys.readouterr()
         assert captured.out == ""  # nothing compiled, nothing run
-        assert "deploy mode 'cluster' is not supported yet" in captured.err and "-e client" in captured.err
+        assert "deploy mode 'cluster' needs spark-submit" in captured.err
+        assert "./spark-submit.sh -e cluster" in captured.err and "-e client" in captured.err
