@@ -21,7 +21,9 @@ What each master gets (one table, :data:`MASTERS`; tests assert the commands):
   ConfigMap, as the generated manifest does).
 
 Everywhere: the pinned jars (``--jars``, or ``--packages`` with their Maven
-coordinates when the cluster resolves them itself: ``--jars-from maven``), the
+coordinates when the cluster resolves them itself: ``--jars-from maven``) and
+the extra sets the job's paths need (``s3a://`` -> hadoop-aws; ``--extra s3a``
+names one when the job file is only in the driver pod, ``-c local://``), the
 engine's packages as one zip (``--py-files``) with the user's modules named by
 the job (``env.python.files``) or on the command line, and the executors'
 Python (``--executor-python``; local masters default to this venv, clusters to
@@ -110,6 +112,7 @@ class Submission:
     jars_from: str = "local"
     executor_python: str | None = None
     image: str | None = None
+    extras: list[str] = field(default_factory=list)  # --extra: jar sets named on the command line
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -127,6 +130,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--archives", action="append", default=[])
     p.add_argument("--jars", action="append", default=[])
     p.add_argument("--jars-from", choices=("local", "maven"), default="local")
+    p.add_argument("--extra", action="append", default=[])
     p.add_argument("--executor-python", default=None)
     p.add_argument("--image", default=None)
     p.add_argument("--dry-run", action="store_true")
@@ -149,6 +153,7 @@ def parse(argv: Sequence[str]) -> tuple[Submission, argparse.Namespace]:
                    if getattr(args, f[2:].replace("-", "_")) is not None},
         py_files=_split(args.py_files), files=_split(args.files), archives=_split(args.archives),
         jars=_split(args.jars), jars_from=args.jars_from, executor_python=args.executor_python, image=args.image,
+        extras=_split(args.extra),
     )
     sub.engine_args = rest
     if args.name is None and sub.config and not sub.config.startswith("local://") and Path(sub.config).is_file():
@@ -156,7 +161,31 @@ def parse(argv: Sequence[str]) -> tuple[Submission, argparse.Namespace]:
     for kv in sub.conf:
         if "=" not in kv:
             raise SubmitError(f"--conf {kv!r} is not KEY=VALUE")
+    known = extra_sets()
+    for name in sub.extras:
+        if name not in known:
+            raise SubmitError(f"--extra {name!r} is not a jar set of pyproject.toml [tool.streaming-engine.jvm.extras]; "
+                              f"known: {', '.join(sorted(known)) or 'none'}")
     return sub, args
+
+
+def extra_sets() -> set[str]:
+    """The names of the extra jar sets the checkout declares."""
+    import tomllib
+
+    with open(ROOT / "pyproject.toml", "rb") as fh:
+        return set(tomllib.load(fh).get("tool", {}).get("streaming-engine", {}).get("jvm", {}).get("extras", {}))
+
+
+def job_extras(sub: Submission) -> list[str]:
+    """The extra jar sets to ship: those the job's paths need (``s3a://`` ->
+    s3a; unknown when the job file lives in the driver pod, ``-c local://``)
+    and those named with ``--extra``."""
+    from streaming_engine.runtime.session import required_extras
+
+    raw = _raw(sub)
+    found = required_extras(raw) if raw is not None else []
+    return found + [name for name in sub.extras if name not in found]
 
 
 def _raw(sub: Submission):
@@ -284,11 +313,9 @@ def job_python_files(sub: Submission) -> list[Path]:
 
 def jar_args(sub: Submission, m: Master) -> list[str]:
     """--jars/--packages: the pinned jars plus the extra sets the job's file systems need (s3a)."""
-    from streaming_engine.runtime.session import (ENGINE_SPARK_JAR, extra_jar_paths, jar_paths, jars_dir,
-                                                  pinned_coordinates, required_extras)
+    from streaming_engine.runtime.session import ENGINE_SPARK_JAR, extra_jar_paths, jar_paths, jars_dir, pinned_coordinates
 
-    raw = _raw(sub)
-    extras = extra_jar_paths(required_extras(raw)) if raw is not None else []
+    extras = extra_jar_paths(job_extras(sub))
     if m.kind == "k8s" and sub.deploy_mode == "cluster":  # the image has them (docker/Dockerfile, EXTRAS)
         home = jars_dir()
         jars = [f"local://{IMAGE_HOME}/.jars/{Path(j).relative_to(home)}" for j in jar_paths() + extras]
@@ -380,7 +407,7 @@ def command(sub: Submission, python: str | None = None) -> tuple[list[str], dict
 def k8s_manifest(sub: Submission) -> dict:
     """A ``sparkoperator.k8s.io/v1beta2`` SparkApplication running the job in the
     engine's image, the job file mounted from a ConfigMap named after the job."""
-    from streaming_engine.runtime.session import extra_jar_paths, jar_paths, jars_dir, required_extras
+    from streaming_engine.runtime.session import extra_jar_paths, jar_paths, jars_dir
 
     if not sub.image:
         raise SubmitError("--k8s-manifest needs --image (the engine's image, built from docker/Dockerfile)")
@@ -423,7 +450,7 @@ def k8s_manifest(sub: Submission) -> dict:
                           *extra],
             "sparkVersion": __import__("pyspark").__version__,
             "deps": {"jars": [f"local://{IMAGE_HOME}/.jars/{Path(j).relative_to(jars_dir())}"
-                              for j in jar_paths() + extra_jar_paths(required_extras(_raw(sub)))]},
+                              for j in jar_paths() + extra_jar_paths(job_extras(sub))]},
             "sparkConf": spark_conf,
             "restartPolicy": {"type": "OnFailure", "onFailureRetries": 3, "onFailureRetryInterval": 10,
                               "onSubmissionFailureRetries": 3, "onSubmissionFailureRetryInterval": 20},

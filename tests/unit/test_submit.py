@@ -172,3 +172,39 @@ def test_the_dockerfile_copies_what_the_image_paths_name():
         assert f"COPY {top}" in text, top
         assert (submit.ROOT / top).exists()
     assert "fetch_jars.py" in text  # the pinned jars land in /opt/streaming-engine/.jars
+
+
+@pytest.fixture
+def s3a_jars(monkeypatch, tmp_path):
+    """The s3a jar set as if fetched (the real fetch, 690 MB, runs in tests/cluster)."""
+    from streaming_engine.runtime import session
+
+    fetched = []
+
+    def fake(names):
+        fetched.extend(names)
+        return [str(session.jars_dir() / "extras" / n / f"{n}-dep.jar") for n in names]
+
+    monkeypatch.setattr(session, "extra_jar_paths", fake)
+    return fetched
+
+
+def test_a_job_naming_s3a_ships_the_s3a_jars_and_one_that_does_not_ships_none(job, s3a_jars):
+    argv, _ = _cmd("run", "-c", job(', checkpoint.dir = "s3a://lake/ck"'), "-m", "spark://m:7077")
+    assert any(j.endswith("extras/s3a/s3a-dep.jar") for j in _opts(argv, "--jars")[0].split(","))
+    argv, _ = _cmd("run", "-c", job(), "-m", "spark://m:7077")
+    assert not any("extras" in j for j in _opts(argv, "--jars")[0].split(","))
+    assert s3a_jars == ["s3a"]
+
+
+def test_a_job_file_only_in_the_driver_pod_names_its_jar_sets_with_extra(job, s3a_jars):
+    base = ("run", "-c", "local:///etc/jobs/job.conf", "-m", "k8s://https://api:6443", "-e", "cluster",
+            "--image", "registry/engine:1")
+    argv, _ = _cmd(*base)  # the wrapper cannot read the job: nothing beyond the pinned jars
+    assert not any("extras" in j for j in _opts(argv, "--jars")[0].split(","))
+    argv, _ = _cmd(*base, "--extra", "s3a")
+    jars = _opts(argv, "--jars")[0].split(",")
+    assert "local:///opt/streaming-engine/.jars/extras/s3a/s3a-dep.jar" in jars
+    assert all(j.startswith("local:///opt/streaming-engine/") for j in jars)
+    with pytest.raises(submit.SubmitError, match=r"--extra 'gcs' is not a jar set .* known: s3a"):
+        _cmd(*base, "--extra", "gcs")
