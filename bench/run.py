@@ -875,7 +875,10 @@ def bench_workers(b: Bench, rows: int, repeat: int) -> None:
                 [str(ROOT / "spark-submit.sh"), "run", "-c", str(work / "job.conf"), "-m", cluster.url,
                  "--executor-python", sys.executable, "--executor-memory", "768m",
                  "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={work / 'events'}",
-                 "--conf", "spark.eventLog.compress=false"],
+                 "--conf", "spark.eventLog.compress=false",
+                 # the driver waits until every worker's executor registered: no job starts on half the cluster
+                 "--conf", "spark.scheduler.minRegisteredResourcesRatio=1.0",
+                 "--conf", "spark.scheduler.maxRegisteredResourcesWaitingTime=120s"],
                 capture_output=True, text=True, cwd=work, env=env, stdin=subprocess.DEVNULL, timeout=1200)
             assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
             return _job_seconds(work / "events")
@@ -890,7 +893,8 @@ def bench_workers(b: Bench, rows: int, repeat: int) -> None:
             note=(
                 "Engine against itself: ./spark-submit.sh run -m spark://... (client mode) of the whole job above, "
                 "on a cluster of two workers (1 core each) against one of one worker (1 core), measured from "
-                "Spark's event log (first job start to last job end: the work, without JVM and executor start-up). "
+                "Spark's event log (first job start to last job end, the driver having waited for every executor to "
+                "register: the work, without JVM and executor start-up). "
                 "The machine has 2 cores and the driver shares them: two executors can at best halve the "
                 "scan/write stages, and the driver's commit and planning do not shrink."
             ),

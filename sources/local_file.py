@@ -198,10 +198,13 @@ class LocalFile(Source):
             values = self._text_columns(full)
         else:
             values = {c.name: F.col(_q(c.name)) for c in full.columns}
+        # the order of the files and of the rows in them, unless nothing reads it
+        # (a streaming scan reads what its metadata columns need, used or not)
+        seq = (F.lit(None) if envelope.SEQ in ctx.unread_metadata else mtime * F.lit(1_000_000) + position)
         return df.select(
             F.lit(table.table_id).alias(envelope.TABLE),
             F.lit(envelope.INSERT).alias(envelope.KIND),
-            (mtime * F.lit(1_000_000) + position).cast("bigint").alias(envelope.SEQ),
+            seq.cast("bigint").alias(envelope.SEQ),
             *[values[c.name].cast(c.type).alias(c.name) for c in table.columns],
         )
 

@@ -23,6 +23,11 @@ class SourceContext:
     streaming: bool  # STREAMING job (keep producing) or BATCH (bounded)
     parallelism: int
     interval_ms: int  # trigger interval in STREAMING mode
+    # envelope metadata columns nothing downstream reads: the runtime drops
+    # them before the query, so a source may leave them null instead of
+    # computing them (Spark cannot prune what a streaming file scan computes
+    # for its metadata columns: row positions would be read for nothing)
+    unread_metadata: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

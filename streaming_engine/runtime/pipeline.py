@@ -157,6 +157,7 @@ class PipelineRunner:
         Several sources are unioned in the multi-table envelope of all their tables.
         """
         frames = []
+        unread = unread_metadata(self.dag, self.pipeline)
         for v in self._sources():
             lv = self.dag.vertex(v.members[0])
             ctx = SourceContext(
@@ -169,13 +170,14 @@ class PipelineRunner:
                 streaming=self.dag.env.streaming,
                 parallelism=lv.parallelism,
                 interval_ms=self.dag.env.checkpoint_interval,
+                unread_metadata=unread,
             )
             frames.append((lv.schema, lv.plugin.read(ctx)))  # type: ignore[attr-defined]
         df = frames[0][1] if len(frames) == 1 else _union_envelopes(frames, self.combined_dataset())
         # before foreachBatch, where Spark can still prune: a batch handed to
         # foreachBatch is planned already, so what nothing reads would be
         # computed (and carried); _commit_epoch puts them back as nulls
-        return rows.drop_metadata(df, unread_metadata(self.dag, self.pipeline))
+        return rows.drop_metadata(df, unread)
 
     # -- one epoch -------------------------------------------------------------
     def _commit_epoch(self, batch: "DataFrame", batch_id: int) -> None:

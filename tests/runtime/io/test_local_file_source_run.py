@@ -89,3 +89,37 @@ def test_a_missing_path_fails_the_start_with_the_path_named(tmp_path):
     plugin = LocalFile(LocalFileSourceOptions.model_validate({"path": str(tmp_path / "nope"), "file_format_type": "text"}))
     with pytest.raises(EngineError, match="LocalFile source: path '.*nope' does not exist"):
         plugin.read(SimpleNamespace(spark=None, dataset=plugin.output(), streaming=False))
+
+
+def test_a_parquet_scan_reads_row_positions_only_when_something_reads_the_order(spark, tmp_path):
+    """The source's order (``__seq``: file time and row position) costs a
+    per-row metadata read that Spark cannot prune from a streaming file scan;
+    the source leaves it null when the pipeline says nothing reads it."""
+    from streaming_engine.job import compile_text
+    from streaming_engine.runtime import rows
+    from streaming_engine.runtime.context import SourceContext
+
+    pq.write_table(pa.table({"id": list(range(5))}), str(tmp_path / "part-0.parquet"))
+    dag = compile_text(f"""
+env {{ job.name = order_or_not }}
+source {{ LocalFile {{ plugin_output = p, path = "{tmp_path}", file_format_type = parquet }} }}
+sink {{ Console {{ plugin_input = p }} }}
+""").dag
+    lv = next(v for v in dag.vertices if v.kind == "source")
+
+    def executed_plan(unread: tuple[str, ...]) -> tuple[str, list]:
+        ctx = SourceContext(spark, dag.job_name, "p", lv.id, lv.uid, lv.schema, False, 1, 1000, unread)
+        df = rows.drop_metadata(lv.plugin.read(ctx), unread)
+        name = f"order_{len(unread)}"
+        q = (df.writeStream.format("memory").queryName(name).trigger(availableNow=True)
+             .option("checkpointLocation", str(tmp_path / "ck" / name)).start())
+        q.awaitTermination()
+        plan = q._jsq.streamingQuery().lastExecution().executedPlan().toString()
+        return plan, spark.table(name).collect()
+
+    pruned, got = executed_plan((rows.SEQ,))
+    assert "row_index" not in pruned and "file_modification_time" not in pruned, pruned
+    assert sorted(r.id for r in got) == list(range(5)) and rows.SEQ not in got[0].asDict()
+    ordered, got = executed_plan(())
+    assert "row_index" in ordered, ordered  # the order is read when it is needed
+    assert len({r[rows.SEQ] for r in got}) == 5  # one position per row
