@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from sources._schema_options import SchemaBlock, flatten_dotted, table_id
-from streaming_engine.plugins.base import Source, SourceOptions
+from streaming_engine.plugins.base import Source, SourceOptions, option_keys
 from streaming_engine.plugins.registry import register
 from streaming_engine.schema import Dataset
 
@@ -183,17 +183,13 @@ class FakeDataOptions(BaseModel):
         return self
 
 
-def _known_keys(model: type[BaseModel]) -> set[str]:
-    return {k for name, f in model.model_fields.items() for k in (name, f.alias) if k}
-
-
 class FakeTableConfig(FakeDataOptions):
     """One item of ``tables_configs``: needs its own schema with a table name."""
 
     @model_validator(mode="before")
     @classmethod
     def _flatten(cls, data: Any) -> Any:
-        return flatten_dotted(data, _known_keys(cls)) if isinstance(data, dict) else data
+        return flatten_dotted(data, option_keys(cls)) if isinstance(data, dict) else data
 
     @model_validator(mode="after")
     def _needs_table(self) -> "FakeTableConfig":

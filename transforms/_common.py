@@ -6,11 +6,11 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from pydantic import ValidationError, field_validator, model_validator
+from pydantic import ValidationError, ValidationInfo, field_validator, model_validator
 
 from sources._schema_options import flatten_dotted
 from streaming_engine.errors import SchemaError
-from streaming_engine.plugins.base import TransformOptions
+from streaming_engine.plugins.base import TransformOptions, option_keys, validate_nested
 from streaming_engine.schema import Column, TableSchema
 
 # ``max_inputs`` of transforms that accept any number of input datasets.
@@ -29,12 +29,12 @@ class MultiTableTransformOptions(TransformOptions):
     @classmethod
     def _flatten_entries(cls, v: Any) -> Any:
         if isinstance(v, list):
-            keys = known_keys(cls) | {"table_path"}
+            keys = option_keys(cls) | {"table_path"}
             return [flatten_dotted(e, keys) if isinstance(e, dict) else e for e in v]
         return v
 
     @model_validator(mode="after")
-    def _check_table_transform(self) -> "MultiTableTransformOptions":
+    def _check_table_transform(self, info: ValidationInfo) -> "MultiTableTransformOptions":
         seen: set[str] = set()
         for i, entry in enumerate(self.table_transform or (), 1):
             path = entry.get("table_path")
@@ -48,19 +48,10 @@ class MultiTableTransformOptions(TransformOptions):
                 if key in rest:
                     raise ValueError(f"table_transform[{i}] ({path}): {key} is not allowed inside table_transform")
             try:
-                type(self).model_validate(rest)
+                validate_nested(type(self), rest, info, ("table_transform", i - 1))
             except ValidationError as e:
                 raise ValueError(f"table_transform[{i}] (table_path {path!r}): {summarize(e)}") from None
         return self
-
-
-def known_keys(model: Any) -> set[str]:
-    keys: set[str] = set()
-    for name, f in model.model_fields.items():
-        keys.add(name)
-        if f.alias:
-            keys.add(f.alias)
-    return keys
 
 
 def summarize(e: ValidationError) -> str:

@@ -17,7 +17,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 from streaming_engine.config.keys import did_you_mean, flatten_options
 from streaming_engine.config.loader import RawBlock, RawJob
 from streaming_engine.errors import ConfigError, Location, Problem
-from streaming_engine.plugins.base import Plugin, option_keys
+from streaming_engine.plugins.base import Plugin, option_keys, render_loc, validate_options
 from streaming_engine.plugins.registry import REGISTRIES
 
 _KIND_NAMES = {"source": "source", "transform": "transform", "sink": "sink"}
@@ -104,21 +104,22 @@ def _split_known(
         if key in known:
             kept[key] = value
         else:
-            problems.append(
-                Problem(
-                    "CONFIG.UNKNOWN_OPTION",
-                    {"key": key, "hint": did_you_mean(key, known)},
-                    loc.with_key(key),
-                    "error" if strict else "warning",
-                )
-            )
+            problems.append(unknown_option(key, did_you_mean(key, known), loc, strict))
     return kept, problems
 
 
-def validation_problems(e: ValidationError, loc: Location) -> list[Problem]:
+def unknown_option(key: str, hint: str, loc: Location, strict: bool) -> Problem:
+    """An option nothing reads, at any depth: a warning (SeaTunnel tolerates
+    it), an error under ``--strict``."""
+    return Problem("CONFIG.UNKNOWN_OPTION", {"key": key, "hint": hint}, loc.with_key(key), "error" if strict else "warning")
+
+
+def validation_problems(e: Exception, loc: Location) -> list[Problem]:
+    if not isinstance(e, ValidationError):
+        return [Problem("CONFIG.INVALID_OPTION", {"detail": str(e)}, loc)]
     out = []
     for err in e.errors():
-        key = ".".join(str(p) for p in err["loc"]) or None
+        key = render_loc(tuple(err["loc"])) or None
         msg = err["msg"]
         if msg.startswith("Value error, "):
             msg = msg[len("Value error, ") :]
@@ -212,14 +213,12 @@ def validate_block(block: RawBlock, strict: bool = False) -> tuple[Plugin | None
     cls, problems = resolve_plugin_class(block)
     if cls is None:
         return None, problems
-    known = cls.Options.known_keys()
-    flat = flatten_options(block.options, known)
-    kept, problems = _split_known(flat, known, block.location, strict)
-    try:
-        options = cls.Options.model_validate(kept)
-    except ValidationError as e:
-        return None, problems + validation_problems(e, block.location)
-    return cls(options), problems
+    flat = flatten_options(block.options, cls.Options.known_keys())
+    options, unknown, error = validate_options(cls.Options, flat)
+    problems += [unknown_option(render_loc(loc), hint, block.location, strict) for loc, hint in unknown]
+    if error is not None:
+        return None, problems + validation_problems(error, block.location)
+    return cls(options), problems  # type: ignore[arg-type]
 
 
 def wiring_of(block: RawBlock) -> tuple[list[str] | None, str | None]:

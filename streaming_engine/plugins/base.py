@@ -65,18 +65,135 @@ def option_keys(model: type[BaseModel]) -> set[str]:
     """Every key a user may write for ``model``: field names, aliases and alias choices."""
     keys: set[str] = set()
     for name, f in model.model_fields.items():
-        keys.add(name)
-        if f.alias:
-            keys.add(f.alias)
-        va = f.validation_alias
-        if isinstance(va, str):
-            keys.add(va)
-        elif isinstance(va, AliasChoices):
-            keys.update(c for c in va.choices if isinstance(c, str))
+        keys |= option_keys_of_field(name, f)
     return keys
 
 
 _WIRING_FIELDS = {"plugin_input", "plugin_output", "parallelism"}
+
+
+# -- unknown options: tolerated at every depth (SeaTunnel's rule) -----------
+Loc = tuple["str | int", ...]
+
+
+def validate_options(model: type[BaseModel], data: Any, context: dict[str, Any] | None = None) -> tuple[
+    "BaseModel | None", list[tuple[Loc, str]], "Exception | None"
+]:
+    """Validate ``data`` as ``model``, tolerating keys it does not know at ANY
+    depth (nested rule objects, list items): such keys are dropped and returned
+    as ``(location, did-you-mean hint)``, for the caller to report as warnings
+    (errors under ``--strict``). Returns (the options or None, unknown keys,
+    the ValidationError of what else is wrong or None). Validators that validate
+    nested data themselves call :func:`validate_nested` with their ``info``, so
+    their unknown keys are collected here too."""
+    import copy
+
+    from pydantic import ValidationError
+
+    data = copy.deepcopy(data)
+    unknown: list[tuple[Loc, str]] = []
+    for _ in range(64):  # each round drops what pydantic reported; nested data may need a few
+        nested: list[tuple[Loc, str]] = []
+        ctx = {**(context or {}), "unknown": nested}
+        try:
+            return model.model_validate(data, context=ctx), unknown + nested, None
+        except ValidationError as e:
+            extra = [tuple(err["loc"]) for err in e.errors() if err["type"] == "extra_forbidden"]
+            dropped = [loc for loc in extra if _drop(data, loc)]
+            if not dropped:
+                return None, unknown + nested, e
+            unknown += [(loc, did_you_mean_at(model, loc)) for loc in dropped]
+    return None, unknown, ValueError("options nested too deeply")
+
+
+def validate_nested(model: type[BaseModel], data: Any, info: Any, where: Loc) -> BaseModel:
+    """For a validator that validates part of its options itself (as ``model``):
+    unknown keys there are reported like any other (at ``where`` + their path),
+    through the validation context :func:`validate_options` passed in."""
+    obj, unknown, error = validate_options(model, data)
+    sink = (getattr(info, "context", None) or {}).get("unknown")
+    if sink is not None:
+        sink.extend((where + loc, hint) for loc, hint in unknown)
+    if error is not None:
+        raise error
+    return obj  # type: ignore[return-value]
+
+
+def render_loc(loc: Loc) -> str:
+    """``("rules", "tables_configs", 0, "x")`` -> ``rules.tables_configs[0].x``."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _drop(data: Any, loc: Loc) -> bool:
+    *path, last = loc
+    for part in path:
+        try:
+            data = data[part]
+        except (KeyError, IndexError, TypeError):
+            return False
+    if isinstance(data, dict) and last in data:
+        del data[last]
+        return True
+    return False
+
+
+def did_you_mean_at(model: type[BaseModel], loc: Loc) -> str:
+    """The "did you mean" for an unknown key at ``loc``, from the options model
+    found there (walking fields, list items and map values)."""
+    from streaming_engine.config.keys import did_you_mean
+
+    here: Any = model
+    for part in loc[:-1]:
+        here = _step(here, part)
+        if here is None:
+            return ""
+    models = [t for t in _alternatives(here) if _is_model(t)]
+    return did_you_mean(str(loc[-1]), option_keys(models[0])) if models else ""
+
+
+def _step(tp: Any, part: "str | int") -> Any:
+    import typing
+
+    for t in _alternatives(tp):
+        if _is_model(t) and isinstance(part, str):
+            for name, f in t.model_fields.items():
+                if part in option_keys_of_field(name, f):
+                    return f.annotation
+        origin = typing.get_origin(t)
+        args = typing.get_args(t)
+        if isinstance(part, int) and origin in (list, tuple) and args:
+            return args[0]
+        if isinstance(part, str) and origin is dict and len(args) == 2:
+            return args[1]
+    return None
+
+
+def _alternatives(tp: Any) -> list[Any]:
+    import types
+    import typing
+
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return [a for a in typing.get_args(tp) if a is not type(None)]
+    return [tp]
+
+
+def _is_model(tp: Any) -> bool:
+    return isinstance(tp, type) and issubclass(tp, BaseModel)
+
+
+def option_keys_of_field(name: str, f: Any) -> set[str]:
+    keys = {name}
+    if f.alias:
+        keys.add(f.alias)
+    va = f.validation_alias
+    if isinstance(va, str):
+        keys.add(va)
+    elif isinstance(va, AliasChoices):
+        keys.update(c for c in va.choices if isinstance(c, str))
+    return keys
 
 
 def _as_list(value: Any) -> Any:
@@ -224,7 +341,10 @@ class Transform(Plugin):
         for entry in opts.table_transform or ():  # type: ignore[attr-defined]
             if entry.get("table_path") == table_id:
                 merged = {k: v for k, v in entry.items() if k != "table_path"}
-                return type(opts).model_validate(merged)
+                found, _, error = validate_options(type(opts), merged)  # unknown keys: reported by the config layer
+                if error is not None:
+                    raise error
+                return found  # type: ignore[return-value]
         regex = getattr(opts, "table_match_regex", None)
         if regex is None or re.fullmatch(regex, table_id):
             return opts

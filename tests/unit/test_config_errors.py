@@ -59,6 +59,50 @@ def test_unknown_option_is_an_error_with_strict():
     assert p.severity == "error"
 
 
+NESTED = """
+source { FakeSource { plugin_output = f, row.num = 3, schema { table = "db.a", fields { id = int, name = string } } } }
+transform { FieldRename { plugin_input = f, plugin_output = g, convert_case = UPPER,
+  table_transform = [ { table_path = "db.a", convert_case = LOWER, prefx = "p_" } ] } }
+sink { Assert { plugin_input = g, rules {
+  row_rules = [ { rule_type = MIN_ROW, rule_value = 3, colour = red } ]
+  tables_configs = [ { table_path = "db.a", catalog_table_rule {
+    primary_key_rulez { primary_key_columns = [id] }, column_rule = [ { name = id, type = int, nulable = true } ] } } ]
+} } }
+"""
+
+
+def test_unknown_options_at_any_depth_are_warnings_with_did_you_mean():
+    """SeaTunnel tolerates unknown keys inside rule objects and list items as
+    it does at the top: the same rule everywhere, named by their full path."""
+    job = compile_ok(NESTED)
+    found = {w.params["key"]: w for w in job.dag.warnings if w.condition == "CONFIG.UNKNOWN_OPTION"}
+    assert set(found) == {
+        "table_transform[0].prefx",
+        "rules.row_rules[0].colour",
+        "rules.tables_configs[0].catalog_table_rule.primary_key_rulez",
+        "rules.tables_configs[0].catalog_table_rule.column_rule[0].nulable",
+    }
+    assert all(w.severity == "warning" for w in found.values())
+    assert "'prefix'" in found["table_transform[0].prefx"].params["hint"]
+    assert "'primary_key_rule'" in found["rules.tables_configs[0].catalog_table_rule.primary_key_rulez"].params["hint"]
+    assert "'nullable'" in found["rules.tables_configs[0].catalog_table_rule.column_rule[0].nulable"].params["hint"]
+    assert found["rules.row_rules[0].colour"].location.plugin == "Assert"
+    # the known options next to them still count
+    [sink] = [v for v in job.dag.vertices if v.plugin.name == "Assert"]
+    assert sink.plugin.options.rules.row_rules[0].rule_value == 3
+
+
+def test_unknown_options_at_any_depth_are_errors_with_strict():
+    problems = [p for p in problems_of(NESTED, strict=True) if p.condition == "CONFIG.UNKNOWN_OPTION"]
+    assert len(problems) == 4 and all(p.severity == "error" for p in problems)
+
+
+def test_a_nested_value_error_still_names_its_full_path():
+    text = NESTED.replace("rule_value = 3, colour = red", "rule_value = -1")
+    p = one_problem(text, "CONFIG.INVALID_OPTION")
+    assert p.location.key == "rules.row_rules[0].rule_value"
+
+
 def test_invalid_option_value_names_the_key():
     p = one_problem('source { TestSource { plugin_output = "src", row.num = "many" } }\n' + SINK,
                     "CONFIG.INVALID_OPTION")
