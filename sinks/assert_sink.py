@@ -213,6 +213,7 @@ class AssertOptions(SinkOptions):
 @register
 class Assert(Sink):
     name: ClassVar[str] = "Assert"
+    seatunnel_page = "connector-v2/sink/Assert.md"
     Options = AssertOptions
     description = "Fails the job when the data breaks the given row, field or schema rules."
     commit_protocol = "none"

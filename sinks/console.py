@@ -39,6 +39,7 @@ class ConsoleOptions(SinkOptions):
 @register
 class Console(Sink):
     name: ClassVar[str] = "Console"
+    seatunnel_page = "connector-v2/sink/Console.md"
     Options = ConsoleOptions
     description = "Prints rows (with table id and row kind) to the log."
     commit_protocol = "none"

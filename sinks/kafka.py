@@ -246,6 +246,7 @@ class KafkaSinkOptions(SinkOptions):
 @register
 class Kafka(Sink):
     name: ClassVar[str] = "Kafka"
+    seatunnel_page = "connector-v2/sink/Kafka.md"
     Options = KafkaSinkOptions
     description = "Writes each table's rows to a Kafka topic (json, text, Debezium events); exactly once on request."
 

@@ -107,6 +107,7 @@ class LocalFileSinkOptions(SinkOptions):
 @register
 class LocalFile(Sink):
     name: ClassVar[str] = "LocalFile"
+    seatunnel_page = "connector-v2/sink/LocalFile.md"
     Options = LocalFileSinkOptions
     description = "Writes csv, json or parquet files, published atomically per micro-batch."
     commit_protocol = "staged-publish"

@@ -248,6 +248,7 @@ def _no_duplicates(names: list[str]) -> None:
 @register
 class FakeSource(Source):
     name: ClassVar[str] = "FakeSource"
+    seatunnel_page = "connector-v2/source/FakeSource.md"
     Options = FakeSourceOptions
     description = "Generates random or fixed rows from a declared schema (SeaTunnel FakeSource)."
     boundedness = "both"

@@ -264,6 +264,7 @@ def _check_regex(pattern: str) -> None:
 @register
 class Kafka(Source):
     name: ClassVar[str] = "Kafka"
+    seatunnel_page = "connector-v2/source/Kafka.md"
     Options = KafkaSourceOptions
     description = "Reads Kafka topics (json, text, Debezium change events), offsets in the checkpoint."
     boundedness = "both"

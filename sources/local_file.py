@@ -121,6 +121,7 @@ class LocalFileSourceOptions(SourceOptions):
 @register
 class LocalFile(Source):
     name: ClassVar[str] = "LocalFile"
+    seatunnel_page = "connector-v2/source/LocalFile.md"
     Options = LocalFileSourceOptions
     description = "Reads json, csv, text or parquet files from a local directory (SeaTunnel LocalFile)."
     boundedness = "both"

@@ -44,6 +44,7 @@ class CopyOptions(MultiTableTransformOptions):
 @register
 class Copy(Transform):
     name: ClassVar[str] = "Copy"
+    seatunnel_page = "transform-v2/copy.md"
     Options = CopyOptions
     description = "Copies fields to new fields."
     execution = "expression"

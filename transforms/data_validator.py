@@ -149,6 +149,7 @@ def _length_type(t: str) -> bool:
 @register
 class DataValidator(Transform):
     name: ClassVar[str] = "DataValidator"
+    seatunnel_page = "transform-v2/data-validator.md"
     Options = DataValidatorOptions
     description = "Validates field values (null, range, length, regex, email) and fails, skips or routes bad rows."
     execution = "expression"

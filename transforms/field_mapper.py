@@ -37,6 +37,7 @@ class FieldMapperOptions(MultiTableTransformOptions):
 @register
 class FieldMapper(Transform):
     name: ClassVar[str] = "FieldMapper"
+    seatunnel_page = "transform-v2/field-mapper.md"
     Options = FieldMapperOptions
     description = "Keeps the mapped fields, in mapping order, renamed to their targets."
     execution = "expression"

@@ -25,6 +25,7 @@ class FieldRenameOptions(RenameOptions):
 @register
 class FieldRename(Transform):
     name: ClassVar[str] = "FieldRename"
+    seatunnel_page = "transform-v2/field-rename.md"
     Options = FieldRenameOptions
     description = "Renames fields by case conversion, prefix, suffix and regex replacements."
     execution = "expression"

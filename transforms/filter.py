@@ -48,6 +48,7 @@ class FilterOptions(MultiTableTransformOptions):
 @register
 class Filter(Transform):
     name: ClassVar[str] = "Filter"
+    seatunnel_page = "transform-v2/filter.md"
     Options = FilterOptions
     description = "Keeps (include_fields) or drops (exclude_fields) fields."
     execution = "expression"

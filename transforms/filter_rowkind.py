@@ -49,6 +49,7 @@ class FilterRowKindOptions(MultiTableTransformOptions):
 @register
 class FilterRowKind(Transform):
     name: ClassVar[str] = "FilterRowKind"
+    seatunnel_page = "transform-v2/filter-rowkind.md"
     Options = FilterRowKindOptions
     description = "Keeps or drops rows by their row kind."
     execution = "expression"

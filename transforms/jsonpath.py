@@ -87,6 +87,7 @@ class JsonPathOptions(MultiTableTransformOptions):
 @register
 class JsonPath(Transform):
     name: ClassVar[str] = "JsonPath"
+    seatunnel_page = "transform-v2/jsonpath.md"
     Options = JsonPathOptions
     description = "Extracts values from JSON fields into new fields with JSONPath."
     execution = "python"

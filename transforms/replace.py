@@ -40,6 +40,7 @@ class ReplaceOptions(MultiTableTransformOptions):
 @register
 class Replace(Transform):
     name: ClassVar[str] = "Replace"
+    seatunnel_page = "transform-v2/replace.md"
     Options = ReplaceOptions
     description = "Replaces a literal or regex pattern in a string field."
     execution = "expression"

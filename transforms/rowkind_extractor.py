@@ -31,6 +31,7 @@ class RowKindExtractorOptions(MultiTableTransformOptions):
 @register
 class RowKindExtractor(Transform):
     name: ClassVar[str] = "RowKindExtractor"
+    seatunnel_page = "transform-v2/rowkind-extractor.md"
     Options = RowKindExtractorOptions
     description = "Adds the row kind as a column and makes every row an INSERT."
     execution = "expression"

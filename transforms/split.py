@@ -37,6 +37,7 @@ class SplitOptions(MultiTableTransformOptions):
 @register
 class Split(Transform):
     name: ClassVar[str] = "Split"
+    seatunnel_page = "transform-v2/split.md"
     Options = SplitOptions
     description = "Splits a field by a separator into new string fields."
     execution = "expression"

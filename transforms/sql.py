@@ -54,6 +54,7 @@ class SqlOptions(MultiTableTransformOptions):
 @register
 class Sql(Transform):
     name: ClassVar[str] = "Sql"
+    seatunnel_page = "transform-v2/sql.md"
     Options = SqlOptions
     description = "Selects, computes and filters fields with a SQL query."
     execution = "expression"

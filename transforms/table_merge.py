@@ -46,6 +46,7 @@ class TableMergeOptions(MultiTableTransformOptions):
 @register
 class TableMerge(Transform):
     name: ClassVar[str] = "TableMerge"
+    seatunnel_page = "transform-v2/table-merge.md"
     Options = TableMergeOptions
     description = "Merges tables with the same columns (e.g. shards) into one table."
     execution = "table"

@@ -25,6 +25,7 @@ class TableRenameOptions(RenameOptions):
 @register
 class TableRename(Transform):
     name: ClassVar[str] = "TableRename"
+    seatunnel_page = "transform-v2/table-rename.md"
     Options = TableRenameOptions
     description = "Renames tables by case conversion, prefix, suffix and regex replacements."
     execution = "table"

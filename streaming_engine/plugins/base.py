@@ -72,6 +72,39 @@ def option_keys(model: type[BaseModel]) -> set[str]:
 _WIRING_FIELDS = {"plugin_input", "plugin_output", "parallelism"}
 
 
+# -- documented options this engine cannot honour -----------------------------
+class Refused:
+    """Field metadata of an option SeaTunnel documents that the engine cannot
+    honour (see :func:`refused`)."""
+
+    def __init__(self, reason: str, accepts: tuple[Any, ...] = ()):
+        self.reason, self.accepts = reason, accepts
+
+
+def refused(reason: str, accepts: tuple[Any, ...] = ()) -> Any:
+    """The type of an option SeaTunnel documents that this engine cannot honour
+    on Spark: known (never "unknown"), refused at plan time with ``reason`` when
+    set to anything but a value in ``accepts`` (values meaning what the engine
+    does anyway, such as SeaTunnel's default), and listed with its reason on
+    docs/seatunnel-compatibility.md. ``x: refused("why") = Field(None, alias=...)``."""
+    from typing import Annotated
+
+    from pydantic import AfterValidator
+
+    def check(value: Any) -> Any:
+        if value is not None and value not in accepts:
+            allowed = f" (only {', '.join(repr(a) for a in accepts)} is accepted)" if accepts else ""
+            raise ValueError(f"not supported by this engine{allowed}: {reason}")
+        return value
+
+    return Annotated[Any, Refused(reason, accepts), AfterValidator(check)]
+
+
+def refusal(field: Any) -> "Refused | None":
+    """The :class:`Refused` mark of a pydantic field, if it has one."""
+    return next((m for m in field.metadata if isinstance(m, Refused)), None)
+
+
 # -- unknown options: tolerated at every depth (SeaTunnel's rule) -----------
 Loc = tuple["str | int", ...]
 
@@ -265,6 +298,10 @@ class Plugin:
     name: ClassVar[str]
     Options: ClassVar[type[PluginOptions]] = PluginOptions
     description: ClassVar[str] = ""
+    # SeaTunnel's documentation page of the plugin of the same name (relative to
+    # docs/seatunnel/): its options are this plugin's contract, checked by the
+    # conformance tests and listed on docs/seatunnel-compatibility.md
+    seatunnel_page: ClassVar[str | None] = None
 
     def __init__(self, options: PluginOptions):
         self.options = options
