@@ -103,8 +103,9 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from sinks._placeholders import check_template, render
+from sources.kafka import PROTOBUF
 from streaming_engine.errors import SchemaError
-from streaming_engine.plugins.base import Sink, SinkOptions, missing_column
+from streaming_engine.plugins.base import Sink, SinkOptions, missing_column, refused
 from streaming_engine.config.keys import dotted_map
 from streaming_engine.plugins.registry import register
 from streaming_engine.schema import KIND, Dataset, TableSchema
@@ -171,6 +172,8 @@ class KafkaSinkOptions(SinkOptions):
     )  # fmt: skip
     format: Format = Field("json", description="json, text or debezium_json.")
     field_delimiter: str = Field(",", min_length=1, description="text format: the field separator.")
+    protobuf_message_name: refused(PROTOBUF) = Field(None, description="format protobuf: not supported.")
+    protobuf_schema: refused(PROTOBUF) = Field(None, description="format protobuf: not supported.")
     epoch_topic: str = Field(
         DEFAULT_EPOCH_TOPIC, min_length=1,
         description="EXACTLY_ONCE (ours): one-partition topic whose consumer-group offsets record each sink's "

@@ -67,15 +67,19 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from sources._schema_options import SchemaBlock, flatten_dotted, table_id
-from streaming_engine.plugins.base import Source, SourceOptions
+from streaming_engine.plugins.base import Source, SourceOptions, refused
 from streaming_engine.config.keys import dotted_map
 from streaming_engine.plugins.registry import register
 from streaming_engine.schema import Dataset
 
 Format = Literal["json", "text", "debezium_json"]
+PROTOBUF = (
+    "format protobuf needs a compiled descriptor (Spark's from_protobuf), not a .proto text, and no protobuf "
+    "compiler ships with the engine; use format json or debezium_json"
+)
 _UNSUPPORTED_FORMATS = {
     "canal_json": "no Canal JSON decoder is built in yet",
     "maxwell_json": "no Maxwell JSON decoder is built in yet",
@@ -175,8 +179,21 @@ class KafkaSourceOptions(SourceOptions):
         None, description="debezium_json: keep only the events of this table."
     )
     tables_configs: list[KafkaTableConfig] | None = Field(
-        None, description="Several tables: [{ topic, schema { table = ..., fields { ... } } }, ...]."
+        None, validation_alias=AliasChoices("tables_configs", "table_list"),
+        description="Several tables: [{ topic, schema { table = ..., fields { ... } } }, ...] "
+        "(table_list: SeaTunnel's older name).",
     )
+    protobuf_message_name: refused(PROTOBUF) = Field(None, description="format protobuf: not supported.")
+    protobuf_schema: refused(PROTOBUF) = Field(None, description="format protobuf: not supported.")
+    reader_cache_queue_size: refused(
+        "SeaTunnel's reader queue has no counterpart in Spark's Kafka source, which reads each partition's "
+        "offset range of a micro-batch in a task; bound a batch with max_offsets_per_trigger, tune the consumer "
+        "cache with env { spark.kafka.consumer.cache.capacity = ... }"
+    ) = Field(None, description="Not supported (see the reason).")
+    is_native: refused(
+        "native records (key, headers, topic, partition, offset as columns) are not produced; the offsets of a "
+        "record that cannot be decoded are kept in the dead-letter table", accepts=(False,),
+    ) = Field(None, description="Only false (the default) is supported.")
     truncate_events: Literal["reject", "apply", "ignore"] = Field(
         "reject",
         description="debezium_json TRUNCATE events: reject (a decoding error, per format_error_handle_way), "

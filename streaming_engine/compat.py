@@ -10,7 +10,9 @@ option is one of
   ``rules.field_rules.field_name`` is ``field_name`` of a ``field_rules`` item);
 - ``refused``: declared with :func:`streaming_engine.plugins.base.refused` and a
   reason: accepted by name, refused at plan time when set;
-- ``missing``: neither (the conformance tests fail on it).
+- ``erratum``: the page lists it by mistake (``Plugin.seatunnel_errata`` says
+  what SeaTunnel really does);
+- ``missing``: none of these (the conformance tests fail on it).
 
 ``python -m streaming_engine.compat`` writes ``docs/seatunnel-compatibility.md``
 from this (``--check``: exit 1 when the page is stale), so the page cannot drift
@@ -68,7 +70,7 @@ def documented_options(page: str) -> list[str]:
 class OptionStatus:
     name: str
     page: str
-    status: str  # supported | refused | missing
+    status: str  # supported | refused | erratum (the page is wrong) | missing
     reason: str = ""
 
 
@@ -95,7 +97,9 @@ def status_of(plugin: type[Plugin]) -> list[OptionStatus]:
         # "delimiter/field_delimiter": one option, two spellings
         found = [f for n in name.split("/") if (f := _field_anywhere(plugin.Options, n.strip())) is not None]
         field = found[0] if found else None
-        if field is None:
+        if name in plugin.seatunnel_errata:
+            out.append(OptionStatus(name, page, "erratum", plugin.seatunnel_errata[name]))
+        elif field is None:
             out.append(OptionStatus(name, page, "missing"))
         elif (mark := refusal(field)) is not None:
             out.append(OptionStatus(name, page, "refused", mark.reason))
@@ -134,6 +138,25 @@ def _field_anywhere(model: type[BaseModel], name: str) -> Any:
             if (found := _field(inner, name)) is not None:
                 return found
     return None
+
+
+def extras(plugin: type[Plugin]) -> list[str]:
+    """Top-level options of the plugin its SeaTunnel pages do not document."""
+    documented = {n.strip() for name, _ in contract(plugin) for n in name.split("/")}
+    tops = {d.split(".")[0] for d in documented}
+    out = []
+    for name, f in plugin.Options.model_fields.items():
+        spelled = option_keys_of_field(name, f)
+        if spelled & documented or (f.alias or name) in tops or name in ("plugin_input", "plugin_output", "parallelism"):
+            continue
+        out.append(f.alias or name)
+    return sorted(out)
+
+
+def _accepts(plugin: type[Plugin], name: str) -> str:
+    field = _field_anywhere(plugin.Options, name)
+    mark = refusal(field) if field is not None else None
+    return f" ({', '.join(repr(a).lower() for a in mark.accepts)} accepted)" if mark and mark.accepts else ""
 
 
 def _nested_models(tp: Any) -> list[type[BaseModel]]:
@@ -180,10 +203,13 @@ def render() -> str:
                       + ("." if not refused else "; the others:"), ""]
             if refused:
                 lines += ["| option | status | reason |", "|---|---|---|"]
-                lines += [f"| `{r.name}` | {r.status} | {r.reason or '-'} |" for r in refused]
+                lines += [f"| `{r.name}` | {r.status}{_accepts(cls, r.name)} | {r.reason or '-'} |" for r in refused]
                 lines.append("")
             lines += ["<details><summary>supported</summary>", "",
                       ", ".join(f"`{r.name}`" for r in rows if r.status == "supported") or "-", "", "</details>", ""]
+            own = extras(cls)
+            if own:
+                lines += ["This engine's own options (not on the page): " + ", ".join(f"`{k}`" for k in own) + ".", ""]
     return "\n".join(lines).rstrip() + "\n"
 
 

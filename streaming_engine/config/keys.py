@@ -61,9 +61,9 @@ def _flatten_items(value: Any, known: set[str]) -> Any:
 
 
 def did_you_mean(key: str, known: set[str]) -> str:
-    close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
-    if not close:
-        low = {k.lower(): k for k in known}
-        if key.lower() in low:
-            close = [low[key.lower()]]
-    return f"; did you mean {close[0]!r}?" if close else ""
+    low = {k.lower(): k for k in known}
+    if key.lower() in low:
+        close = [low[key.lower()]]
+    else:
+        close = difflib.get_close_matches(key, sorted(known), n=2, cutoff=0.6)
+    return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""

@@ -184,7 +184,11 @@ def did_you_mean_at(model: type[BaseModel], loc: Loc) -> str:
         if here is None:
             return ""
     models = [t for t in _alternatives(here) if _is_model(t)]
-    return did_you_mean(str(loc[-1]), option_keys(models[0])) if models else ""
+    if not models:
+        return ""
+    # suggest the names users write (aliases), not the Python names behind them
+    spelled = {(f.alias or name) for name, f in models[0].model_fields.items()}
+    return did_you_mean(str(loc[-1]), spelled)
 
 
 def _step(tp: Any, part: "str | int") -> Any:
@@ -302,6 +306,8 @@ class Plugin:
     # docs/seatunnel/): its options are this plugin's contract, checked by the
     # conformance tests and listed on docs/seatunnel-compatibility.md
     seatunnel_page: ClassVar[str | None] = None
+    # options the page lists by mistake (option -> what SeaTunnel really does)
+    seatunnel_errata: ClassVar[dict[str, str]] = {}
 
     def __init__(self, options: PluginOptions):
         self.options = options
