@@ -18,8 +18,12 @@ says what the page documents for it:
 - ``expect: {error: CONDITION, contains: text}``: the documented (or the
   engine's deliberate) refusal.
 
-``capture: true`` adds a Delta sink beside a complete job's own sink (same
-input), so ``expect`` can check what that sink received; ``values: {col: [..]}``
+``swap_source: <block>`` replaces the source section of an example whose
+source this engine does not ship (MySQL-CDC, Jdbc, ...) by data of the same
+shape, ``swap_sink: true`` its sink section by a Delta sink per table
+(``out/<table id>``, checked with ``expect: {tables: {id: rows or count}}``),
+so the example's transform still runs as written. ``capture: true`` adds a Delta sink beside a complete job's own sink (same
+input; ``capture: <dataset>`` names which), so ``expect`` can check what that sink received; ``values: {col: [..]}``
 (with ``count``) checks random input's every value. ``rename`` maps a column
 the page's table spells unlike its config. ``note`` says where the page itself
 is wrong and what the case checks instead.
@@ -104,6 +108,22 @@ def _wrap(case: dict[str, Any], block: str) -> str:
     )
 
 
+def _section(text: str, name: str) -> str:
+    """The body of the top-level ``name { ... }`` section (balanced braces)."""
+    m = re.search(rf"^\s*{name}\s*\{{", text, re.M)
+    assert m, f"no {name} section"
+    depth, i = 1, m.end()
+    while depth:
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        i += 1
+    return text[m.end() : i - 1]
+
+
+def _swap_section(text: str, name: str, body: str) -> str:
+    old = _section(text, name)
+    return text.replace(old, f"\n  {body}\n", 1)
+
+
 def _text(v: Any) -> str:
     if v is None:
         return "null"
@@ -122,9 +142,15 @@ def test_a_documented_example(case, run_job_text, spark):
         assert old in block, f"{page} example {n}: {old!r} not in the example any more"
         block = block.replace(old, new)
     expect = case["expect"]
+    if "swap_source" in case:  # a source this engine does not ship, replaced by data of the same shape
+        block = _swap_section(block, "source", case["swap_source"])
+    if case.get("swap_sink"):  # a sink this engine does not ship: capture what it would receive
+        name = _IN.findall(_section(block, "sink"))
+        into = f'plugin_input = "{name[-1]}", ' if name else ""
+        block = _swap_section(block, "sink", f'Delta {{ {into}path = "${{work}}/out/${{table_full_name}}" }}')
     text = _wrap(case, block) if "input" in case else block
     if case.get("capture"):  # a complete job: also capture what its sink reads
-        name = _IN.findall(block.split("sink", 1)[-1])
+        name = [case["capture"]] if isinstance(case["capture"], str) else _IN.findall(_section(block, "sink"))
         into = f'plugin_input = "{name[-1]}", ' if name else ""
         text = re.sub(r"^(\s*sink\s*\{)", lambda m: m.group(1) + f'\n  Delta {{ {into}path = "${{work}}/out/${{table_name}}" }}',
                       text, count=1, flags=re.M)
@@ -148,6 +174,17 @@ def test_a_documented_example(case, run_job_text, spark):
     tables = [p for p in out.iterdir() if (p / "_delta_log").is_dir()] if out.is_dir() else []
     if expect.get("count") == 0 and not tables:
         return  # nothing reached the sink, as documented
+    if "tables" in expect:  # several output tables: name -> rows (inline) or a row count
+        assert sorted(p.name for p in tables) == sorted(expect["tables"]), f"{where}: tables {[p.name for p in tables]}"
+        for name, want in expect["tables"].items():
+            df = spark.read.format("delta").load(str(out / name))
+            if isinstance(want, int):
+                assert df.count() == want, f"{where}: {name}"
+            else:
+                cols = list(want[0].keys())
+                got = sorted(tuple(_text(v) for v in r) for r in df.select(*cols).collect())
+                assert got == sorted(tuple(str(r[c]) for c in cols) for r in want), f"{where}: {name}"
+        return
     assert len(tables) == 1, f"{where}: expected one output table, found {[p.name for p in tables]}"
     df = spark.read.format("delta").load(str(tables[0]))
     if "values" in expect:  # random input: every row's value of these columns
