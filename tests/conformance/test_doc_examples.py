@@ -7,7 +7,9 @@ says what the page documents for it:
 
 - ``input: {table: N, schema: {col: type, ...}}`` for a transform fragment: the
   page's N-th data table becomes a FakeSource's ``rows`` feeding the fragment
-  (under the fragment's input name);
+  (under the fragment's input name); ``rows: [[...], ...]`` instead of ``table``
+  gives them inline, ``tables: [id, ...]`` feeds the same rows as several tables;
+- ``expect: {fails: text}``: the job fails, its error saying ``text``;
 - ``expect: {table: N}``: the rows the fragment's output (or the job's sink
   input) must hold, as the page's N-th data table, compared as text, in any
   order, columns in the page's order; ``expect: {rows: [...]}`` likewise inline;
@@ -89,22 +91,26 @@ def _wrap(case: dict[str, Any], block: str) -> str:
     """A transform fragment between a FakeSource holding the page's input
     table and a Delta sink capturing the fragment's output."""
     spec = case["input"]
-    table = data_tables(case["page"])[spec["table"] - 1]
     schema: dict[str, str] = spec["schema"]
+    if "table" in spec:  # the page's data table, cells as text
+        data = [[r[c] for c in schema] for r in data_tables(case["page"])[spec["table"] - 1]]
+    else:  # inline rows (null for null)
+        data = [["null" if v is None else str(v) for v in r] for r in spec["rows"]]
     rows = ", ".join(
-        "{ kind = INSERT, fields = [" + ", ".join(_literal(r[c], t) for c, t in schema.items()) + "] }" for r in table
+        "{ kind = INSERT, fields = [" + ", ".join(_literal(v, t) for v, t in zip(r, schema.values())) + "] }" for r in data
     )
     fields = ", ".join(f"{c} = {t}" for c, t in schema.items())
-    table_id = f', table = "{spec["table_id"]}"' if "table_id" in spec else ""
+    ids = spec.get("tables") or [spec.get("table_id", "default")]
+    configs = ", ".join(f'{{ schema = {{ table = "{t}", fields {{ {fields} }} }}, rows = [ {rows} ] }}' for t in ids)
     ins, outs = _IN.findall(block), _OUT.findall(block)
     source_name = f'plugin_output = "{ins[0]}", ' if ins else ""
     sink_input = f'plugin_input = "{outs[-1]}", ' if outs else ""
     body = block if re.search(r"^\s*transform\s*\{", block, re.M) else f"transform {{\n{block}\n}}"
     return (
         "env { job.mode = BATCH }\n"
-        f"source {{ FakeSource {{ {source_name}schema = {{ fields {{ {fields} }}{table_id} }}, rows = [ {rows} ] }} }}\n"
+        f"source {{ FakeSource {{ {source_name}tables_configs = [ {configs} ] }} }}\n"
         f"{body}\n"
-        f'sink {{ Delta {{ {sink_input}path = "${{work}}/out/${{table_name}}" }} }}\n'
+        f'sink {{ Delta {{ {sink_input}path = "${{work}}/out/${{table_full_name}}" }} }}\n'
     )
 
 
@@ -167,6 +173,9 @@ def test_a_documented_example(case, run_job_text, spark):
         assert job.dag.vertices, where
         return
     ran = run_job_text(text)
+    if "fails" in expect:  # the documented failure of the job (FAIL on bad rows)
+        assert ran.result.status == "FAILED" and expect["fails"] in str(ran.result.error), f"{where}: {ran.result.error}"
+        return
     assert ran.result.status == "FINISHED", f"{where}: {ran.result.error}"
     if expect.get("finished"):
         return
