@@ -8,6 +8,8 @@ brackets:
 - two blocks of the same plugin (``Copy { } Copy { }``) would be merged by
   pyhocon; the pass gives every plugin block a unique key, keeps its order and
   records its line;
+- unquoted ``NULL``, ``True``, ``FALSE`` ... are text, as in HOCON (whose
+  keywords are lower case), not null and booleans as pyhocon reads them;
 - ``${name}`` / ``${name:default}`` variables (SeaTunnel's ``-i name=value``,
   then the environment, then the default) are substituted; SeaTunnel's reserved
   sink placeholders (``${table_name}`` ...) are left alone.
@@ -364,6 +366,9 @@ _SPACE = re.compile(r"\s+")
 _QUOTED_BODY = re.compile(r'(?:[^"\\\n]++|\\.)*+')
 _WORD = re.compile(r'[^\s{}\[\]=:,"#]+')  # a key as this pass reads it
 _PLAIN_RUN = re.compile(r'(?:[^\s#/"$,{}\[\]=:]|/(?!/)|\$(?!\{))+')  # nothing for this pass in it
+# HOCON's keywords are lower case; pyhocon also reads NULL, True, FALSE ... as
+# them, so Assert's ``rule_type = NULL`` would become null. Quoted, they stay text.
+_KEYWORD_CASE = re.compile(r"(?<![\w.\-])(?i:true|false|null)(?![\w.\-])")
 _INCLUDE_ARG = re.compile(r'\s*("|(url|file|classpath|package|required)\s*\()')
 
 
@@ -520,7 +525,7 @@ def _scan_hocon(text: str, variables: _Variables, file: str | None = None) -> tu
         if run:
             dots += run.group().count(".")
             check_word(run.group(), run.end(), dots)
-            out.append(run.group())
+            out.append(_KEYWORD_CASE.sub(lambda m: m.group() if m.group().islower() else json.dumps(m.group()), run.group()))
             i = run.end()
             continue
         count_item()  # anything else costs pyhocon a token

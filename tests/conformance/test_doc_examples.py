@@ -88,8 +88,16 @@ def _literal(value: str, spark_type: str) -> str:
 
 
 def _wrap(case: dict[str, Any], block: str) -> str:
-    """A transform fragment between a FakeSource holding the page's input
-    table and a Delta sink capturing the fragment's output."""
+    """A fragment of a job completed around it. ``section: transform`` (the
+    default): between a FakeSource holding the input and a Delta sink capturing
+    its output; ``section: sink``: the sink fed by that FakeSource;
+    ``section: source``: the source feeding the capturing Delta sink."""
+    section = case.get("section", "transform")
+    ins, outs = _IN.findall(block), _OUT.findall(block)
+    capture = f'sink {{ Delta {{ {f"plugin_input = {chr(34)}{outs[-1]}{chr(34)}, " if outs else ""}'
+    capture += 'path = "${work}/out/${table_full_name}" } }\n'
+    if section == "source":
+        return f"env {{ job.mode = BATCH }}\nsource {{\n{block}\n}}\n{capture}"
     spec = case["input"]
     schema: dict[str, str] = spec["schema"]
     if "table" in spec:  # the page's data table, cells as text
@@ -100,18 +108,15 @@ def _wrap(case: dict[str, Any], block: str) -> str:
         "{ kind = INSERT, fields = [" + ", ".join(_literal(v, t) for v, t in zip(r, schema.values())) + "] }" for r in data
     )
     fields = ", ".join(f"{c} = {t}" for c, t in schema.items())
+    key = f', primaryKey {{ name = pk, columnNames = {json.dumps(spec["primary_key"])} }}' if "primary_key" in spec else ""
     ids = spec.get("tables") or [spec.get("table_id", "default")]
-    configs = ", ".join(f'{{ schema = {{ table = "{t}", fields {{ {fields} }} }}, rows = [ {rows} ] }}' for t in ids)
-    ins, outs = _IN.findall(block), _OUT.findall(block)
+    configs = ", ".join(f'{{ schema = {{ table = "{t}", fields {{ {fields} }}{key} }}, rows = [ {rows} ] }}' for t in ids)
     source_name = f'plugin_output = "{ins[0]}", ' if ins else ""
-    sink_input = f'plugin_input = "{outs[-1]}", ' if outs else ""
+    source = f"source {{ FakeSource {{ {source_name}tables_configs = [ {configs} ] }} }}\n"
+    if section == "sink":
+        return f"env {{ job.mode = BATCH }}\n{source}sink {{\n{block}\n}}\n"
     body = block if re.search(r"^\s*transform\s*\{", block, re.M) else f"transform {{\n{block}\n}}"
-    return (
-        "env { job.mode = BATCH }\n"
-        f"source {{ FakeSource {{ {source_name}tables_configs = [ {configs} ] }} }}\n"
-        f"{body}\n"
-        f'sink {{ Delta {{ {sink_input}path = "${{work}}/out/${{table_full_name}}" }} }}\n'
-    )
+    return f"env {{ job.mode = BATCH }}\n{source}{body}\n{capture}"
 
 
 def _section(text: str, name: str) -> str:
@@ -154,7 +159,7 @@ def test_a_documented_example(case, run_job_text, spark):
         name = _IN.findall(_section(block, "sink"))
         into = f'plugin_input = "{name[-1]}", ' if name else ""
         block = _swap_section(block, "sink", f'Delta {{ {into}path = "${{work}}/out/${{table_full_name}}" }}')
-    text = _wrap(case, block) if "input" in case else block
+    text = _wrap(case, block) if "input" in case or "section" in case else block
     if case.get("capture"):  # a complete job: also capture what its sink reads
         name = [case["capture"]] if isinstance(case["capture"], str) else _IN.findall(_section(block, "sink"))
         into = f'plugin_input = "{name[-1]}", ' if name else ""
@@ -172,7 +177,7 @@ def test_a_documented_example(case, run_job_text, spark):
         job = compile_text(text, file="example.conf")
         assert job.dag.vertices, where
         return
-    ran = run_job_text(text)
+    ran = run_job_text(text, **(case.get("run") or {}))  # e.g. stop_after_epochs for a STREAMING example
     if "fails" in expect:  # the documented failure of the job (FAIL on bad rows)
         assert ran.result.status == "FAILED" and expect["fails"] in str(ran.result.error), f"{where}: {ran.result.error}"
         return

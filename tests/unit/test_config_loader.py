@@ -284,3 +284,15 @@ def test_an_unset_variable_outside_quotes_is_not_looked_up_as_a_path():
     with pytest.raises(ConfigError) as exc:
         load_text("a = [1]\nsink { X { v = ${a} } }", environ={})
     assert exc.value.problems[0].condition == "CONFIG.UNSET_VARIABLE"
+
+
+def test_hocon_keywords_are_lower_case_other_spellings_are_text():
+    """HOCON (and SeaTunnel's Typesafe Config) know true/false/null only in
+    lower case; Assert's ``rule_type = NULL`` is the text NULL, not null."""
+    raw = load_text(
+        "source { FakeSource { a = NULL, b = null, c = true, d = False, e = [Null, 1], f = nullable, g = x.NULL } }\n"
+        "sink { Console {} }"
+    )
+    assert raw.blocks[0].options == {
+        "a": "NULL", "b": None, "c": True, "d": "False", "e": ["Null", 1], "f": "nullable", "g": "x.NULL",
+    }
