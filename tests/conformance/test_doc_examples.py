@@ -26,7 +26,8 @@ shape, ``swap_sink: true`` its sink section by a Delta sink per table
 (``out/<table id>``, checked with ``expect: {tables: {id: rows or count}}``),
 so the example's transform still runs as written. ``capture: true`` adds a Delta sink beside a complete job's own sink (same
 input; ``capture: <dataset>`` names which), so ``expect`` can check what that sink received; ``values: {col: [..]}``
-(with ``count``) checks random input's every value. ``rename`` maps a column
+(with ``count``) checks random input's every value, ``all: [condition, ...]``
+Spark SQL conditions every row meets, ``types: {col: type}`` the Spark types. ``rename`` maps a column
 the page's table spells unlike its config. ``note`` says where the page itself
 is wrong and what the case checks instead.
 A failing case names its page and example.
@@ -97,7 +98,8 @@ def _wrap(case: dict[str, Any], block: str) -> str:
     capture = f'sink {{ Delta {{ {f"plugin_input = {chr(34)}{outs[-1]}{chr(34)}, " if outs else ""}'
     capture += 'path = "${work}/out/${table_full_name}" } }\n'
     if section == "source":
-        return f"env {{ job.mode = BATCH }}\nsource {{\n{block}\n}}\n{capture}"
+        body = block if re.search(r"^\s*source\s*\{", block, re.M) else f"source {{\n{block}\n}}"
+        return f"env {{ job.mode = BATCH }}\n{body}\n{capture}"
     spec = case["input"]
     schema: dict[str, str] = spec["schema"]
     if "table" in spec:  # the page's data table, cells as text
@@ -201,6 +203,11 @@ def test_a_documented_example(case, run_job_text, spark):
         return
     assert len(tables) == 1, f"{where}: expected one output table, found {[p.name for p in tables]}"
     df = spark.read.format("delta").load(str(tables[0]))
+    for column, spark_type in (expect.get("types") or {}).items():  # values arrive in the declared types
+        assert df.schema[column].dataType.simpleString() == spark_type, f"{where}: {column} is {df.schema[column].dataType}"
+    for condition in expect.get("all") or ():  # a Spark SQL condition every row meets
+        bad = df.where(f"NOT coalesce({condition}, false)").limit(3).collect()
+        assert not bad, f"{where}: rows break {condition!r}: {bad}"
     if "values" in expect:  # random input: every row's value of these columns
         for column, values in expect["values"].items():
             got_values = sorted({_text(r[0]) for r in df.select(column).collect()})
@@ -209,7 +216,8 @@ def test_a_documented_example(case, run_job_text, spark):
             assert df.count() == expect["count"], where
         return
     if "table" not in expect and "rows" not in expect:
-        assert df.count() == expect["count"], where
+        if "count" in expect:
+            assert df.count() == expect["count"], where
         return
     expected = data_tables(page)[expect["table"] - 1] if "table" in expect else expect["rows"]
     renamed = expect.get("rename") or {}  # the page's table spells a column unlike its config (see note)
