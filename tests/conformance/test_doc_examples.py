@@ -17,6 +17,8 @@ says what the page documents for it:
   the data) runs to FINISHED;
 - ``expect: {plans: true}``: it compiles with no error (examples that need a
   broker or database are planned, not run);
+- ``expect: {same_as: M}``: with ``variables`` (the page's ``-i``), the
+  example plans exactly like the page's config block M;
 - ``expect: {error: CONDITION, contains: text}``: the documented (or the
   engine's deliberate) refusal.
 
@@ -168,18 +170,29 @@ def test_a_documented_example(case, run_job_text, spark):
         text = re.sub(r"^(\s*sink\s*\{)", lambda m: m.group(1) + f'\n  Delta {{ {into}path = "${{work}}/out/${{table_name}}" }}',
                       text, count=1, flags=re.M)
     where = f"{page}, config example {n} ({case.get('name', '')})"
+    variables = case.get("variables")  # -i name=value, as the page passes them
+    if "same_as" in expect:  # the page's "final submitted configuration": the same plan
+        from streaming_engine.plan.render import to_dict
+
+        final = config_blocks(page)[expect["same_as"] - 1]
+        for old, new in (expect.get("final_replace") or {}).items():
+            assert old in final, f"{where}: {old!r} not in example {expect['same_as']} any more"
+            final = final.replace(old, new)
+        assert to_dict(compile_text(text, variables=variables, file="example.conf")) == to_dict(
+            compile_text(final, file="example.conf")), where
+        return
     if "error" in expect:
         with pytest.raises(EngineError) as e:
-            compile_text(text, file="example.conf")
+            compile_text(text, variables=variables, file="example.conf")
         assert expect["error"] in {p.condition for p in getattr(e.value, "problems", [])} | {
             getattr(e.value, "condition", "")}, f"{where}: {e.value}"
         assert expect.get("contains", "") in str(e.value), f"{where}: {e.value}"
         return
     if expect.get("plans"):
-        job = compile_text(text, file="example.conf")
+        job = compile_text(text, variables=variables, file="example.conf")
         assert job.dag.vertices, where
         return
-    ran = run_job_text(text, **(case.get("run") or {}))  # e.g. stop_after_epochs for a STREAMING example
+    ran = run_job_text(text, variables=variables, **(case.get("run") or {}))  # e.g. stop_after_epochs for a STREAMING example
     if "fails" in expect:  # the documented failure of the job (FAIL on bad rows)
         assert ran.result.status == "FAILED" and expect["fails"] in str(ran.result.error), f"{where}: {ran.result.error}"
         return
