@@ -43,6 +43,8 @@ maps); ``field_type`` fails only on non-null values of another type.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import logging
 import os
@@ -577,8 +579,11 @@ def _literal(v: Any, t: "DataType") -> "SparkColumn":
             raise ValueError("a row is written as a list of its field values")
         return F.struct(*[_literal(x, f.dataType).alias(f.name) for x, f in zip(values, t.fields)])
     if isinstance(t, BinaryType):
-        if isinstance(v, str):
-            return F.lit(bytearray(v.encode()))
+        if isinstance(v, str):  # base64, as FakeSource rows and SeaTunnel's Assert write bytes
+            try:
+                return F.lit(bytearray(base64.b64decode(v, validate=True)))
+            except (binascii.Error, ValueError):
+                raise ValueError(f"bytes are written in base64; {v!r} is not base64") from None
         if isinstance(v, list):
             return F.lit(bytearray(v))
         raise ValueError("bytes are written as a string")

@@ -161,3 +161,28 @@ def flatten_dotted(options: dict[str, Any], known: set[str]) -> dict[str, Any]:
     from streaming_engine.config.keys import flatten_options
 
     return flatten_options(options, known)
+
+
+# The character sets Spark 4's csv, json and xml readers and writers accept
+# (CharsetProvider.VALID_CHARSETS), by Python's codec name -> Spark's spelling.
+_SPARK_CHARSETS = {
+    "utf-8": "utf-8", "utf-16": "utf-16", "utf-16-be": "utf-16be", "utf-16-le": "utf-16le", "utf-32": "utf-32",
+    "iso8859-1": "iso-8859-1", "ascii": "us-ascii",
+}
+
+
+def spark_charset(value: str) -> str:
+    """``encoding`` in the spelling Spark accepts; ValueError naming the ones it
+    reads and writes when Spark cannot (it would fail only at run time)."""
+    import codecs
+
+    try:
+        name = codecs.lookup(value).name
+    except LookupError:
+        raise ValueError(f"encoding {value!r} is not a known character set") from None
+    if name not in _SPARK_CHARSETS:
+        raise ValueError(
+            f"encoding {value!r}: Spark reads and writes files only in "
+            f"{', '.join(sorted(set(_SPARK_CHARSETS.values())))}; convert the files (e.g. iconv) or use one of these"
+        )
+    return _SPARK_CHARSETS[name]

@@ -8,6 +8,26 @@ Output tables (one TableSchema each, primary key when ``schema.primaryKey`` is d
 - otherwise one table, named ``schema.table`` if given, else the block's
   ``plugin_output``, else "default".
 
+What arrives, as SeaTunnel's FakeSource (connector-v2/source/FakeSource.md):
+
+- every one of the ``parallelism`` readers emits ``row.num`` random rows, or
+  every ``rows`` entry once, in ``split.num`` splits of ``ceil(row.num /
+  split.num)`` rows. BATCH: all of them. STREAMING: one split per reader per
+  micro-batch, ``split.read-interval`` ms apart, then nothing more (the job
+  idles until stopped); the engine's own ``rows.per.batch`` makes random rows
+  endless instead (that many new rows every trigger);
+- ``rows`` values are written as SeaTunnel writes them and arrive in the
+  declared Spark type (sources._fake_types): maps ``{k = v}``, rows as lists or
+  objects, decimals as strings or numbers, bytes base64, dates, times and
+  timestamps as text, CURRENT_DATE / CURRENT_TIME / CURRENT_TIMESTAMP; a value
+  that does not read as its type is a plan-time error naming the row and column;
+- random values: ``<type>.min``..``<type>.max`` (inclusive), or picked from
+  ``<type>.template`` whenever that is set (``<type>.fake.mode = template``
+  requires it); ``string.length``, ``bytes.length``, ``array.size`` and
+  ``map.size`` (a key drawn twice keeps one entry), also inside arrays, maps
+  and rows; a column's ``defaultValue`` (``columns`` form) instead of random
+  values; ``null`` columns are null, ``time`` columns ``HH:MM:SS`` strings.
+
 ``seed`` (ours, not SeaTunnel's) makes the generated values reproducible; at the
 top level it is also the default for every ``tables_configs`` item.
 """
@@ -66,7 +86,22 @@ class FakeRow(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: RowKind = Field(description="Row kind: INSERT, UPDATE_BEFORE, UPDATE_AFTER or DELETE.")
-    fields: list[Any] = Field(description="The row's values, one per schema column, in schema order.")
+    fields: list[Any] | dict[str, Any] = Field(
+        description="The row's values: a list with one value per schema column in schema order, "
+        "or an object by column name (a missing column is null)."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nest_fields(cls, data: Any) -> Any:
+        # the config loader hands `fields = {a = 1}` over as {"fields.a": 1}
+        if isinstance(data, dict) and any(isinstance(k, str) and k.startswith("fields.") for k in data):
+            data = dict(data)
+            nested = dict(data.pop("fields", None) or {})
+            for k in [k for k in data if isinstance(k, str) and k.startswith("fields.")]:
+                nested[k[len("fields."):]] = data.pop(k)
+            data["fields"] = nested
+        return data
 
     @field_validator("kind", mode="before")
     @classmethod
@@ -146,8 +181,9 @@ class FakeDataOptions(BaseModel):
         None,
         alias="rows.per.batch",
         ge=1,
-        description="Rows per micro-batch (ours). BATCH: row.num rows in batches of this size; "
-        "STREAMING: this many new rows every trigger (default row.num).",
+        description="Rows per micro-batch (ours). BATCH: the rows in batches of this size; "
+        "STREAMING: random rows never end, this many new rows every trigger (without it a STREAMING "
+        "job gets row.num rows per parallelism, split by split, as SeaTunnel's, then idles).",
     )
     cdc: FakeCdc | None = Field(
         None, description="Ours: generate CDC-like changes (+I/+U/-D) over a bounded key space of the primary key."
@@ -182,14 +218,36 @@ class FakeDataOptions(BaseModel):
                 raise ValueError(f"cdc.key_column {self.cdc.key_column!r} is not a schema column")
             if col.type not in ("tinyint", "smallint", "int", "bigint"):
                 raise ValueError(f"cdc.key_column {self.cdc.key_column!r} must be an integer column")
-        if self.rows and self.schema_ is not None:
-            width = len(self.schema_.column_list())
-            for i, row in enumerate(self.rows, 1):
-                if len(row.fields) != width:
-                    raise ValueError(
-                        f"rows[{i}] ({row.kind}) has {len(row.fields)} values but the schema has {width} columns"
-                    )
+        if self.schema_ is not None:
+            self._check_schema_values()
         return self
+
+    def _check_schema_values(self) -> None:
+        """Every ``rows`` value and column ``defaultValue`` must read as its column's
+        type (SeaTunnel's notation, see sources._fake_types), here, not in a Spark task."""
+        from sources._fake_types import coerce_fields, check_type, column_types, default_value
+
+        columns = column_types(self.schema_)
+        for name, t, default in columns:
+            check_type(t, f"column {name!r}")
+            if default is not None:
+                try:
+                    default_value(default, t, self)
+                except ValueError as e:
+                    raise ValueError(f"column {name!r} ({t}): defaultValue {default!r}: {e}") from None
+        typed = [(n, t) for n, t, _ in columns]
+        for i, row in enumerate(self.rows or (), 1):
+            if isinstance(row.fields, list) and len(row.fields) != len(typed):
+                raise ValueError(
+                    f"rows[{i}] ({row.kind}) has {len(row.fields)} values but the schema has {len(typed)} columns"
+                )
+            try:
+                values = coerce_fields(row.fields, typed)
+            except ValueError as e:
+                raise ValueError(f"rows[{i}] ({row.kind}) {e}") from None
+            for column, value in zip(self.schema_.column_list(), values):  # type: ignore[union-attr]
+                if value is None and not column.nullable:
+                    raise ValueError(f"rows[{i}] ({row.kind}) {column.name}: null in a column declared nullable = false")
 
 
 class FakeTableConfig(FakeDataOptions):

@@ -207,6 +207,7 @@ def render() -> str:
                 lines.append("")
             lines += ["<details><summary>supported</summary>", "",
                       ", ".join(f"`{r.name}`" for r in rows if r.status == "supported") or "-", "", "</details>", ""]
+            lines += cls.seatunnel_notes()
             own = extras(cls)
             if own:
                 lines += ["This engine's own options (not on the page): " + ", ".join(f"`{k}`" for k in own) + ".", ""]

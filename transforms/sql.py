@@ -1,19 +1,20 @@
-"""Sql: transform rows with a SQL query (SeaTunnel Sql transform; Spark SQL at run time).
+"""Sql: transform rows with a SQL query (SeaTunnel Sql transform, compiled to Spark SQL).
 
-``query = "select a, b as c, f(x) as y from <input> where ..."``. At plan time the
-query is read by :mod:`transforms._sql_parse`: the output schema is derived from
-the SELECT list (``*`` expands; column references keep their type; CAST, literals,
-arithmetic and common functions are typed; other expressions are typed string),
-referenced columns must exist, and per-row-incompatible SQL (JOIN, GROUP BY,
-aggregates, ORDER BY, LIMIT, ...) is rejected.
+``query = "select a, b as c, f(x) as y from <input> where ..."``. At plan time the query is
+read with sqlglot (:mod:`transforms._sql_compile`): per-row-incompatible SQL (JOIN, GROUP BY,
+aggregates, ORDER BY, LIMIT, ...) and unknown functions are rejected with their position, the
+output schema is derived from the SELECT list (``*`` expands; column references keep their type;
+CAST, literals, arithmetic, CASE and SeaTunnel's functions have SeaTunnel's result types),
+referenced columns must exist, and every SeaTunnel function (``sql-functions.md``,
+:data:`transforms._sql_functions.FUNCTIONS`) is rewritten into native Spark expressions with
+SeaTunnel's meaning (no Python at run time). Other Spark built-in functions pass through.
 
-SeaTunnel requires the FROM table to be the input dataset's name. Plan-time
-datasets carry no name, so any FROM name is accepted here and recorded
-(:attr:`Sql.query_table`, shown in :meth:`describe`). At run time the query runs
-as Spark SQL over each table's frame, registered as a temporary view and read
-under the FROM name (so ``fake.id`` still resolves); WHERE drops rows, row kinds
-and table ids pass through, and the result is cast to the plan-time schema.
-With several input tables the query applies to each.
+SeaTunnel requires the FROM table to be the input dataset's name. Plan-time datasets carry no
+name, so any FROM name is accepted here and recorded (:attr:`Sql.query_table`, shown in
+:meth:`describe`). At run time the compiled query runs as Spark SQL over each table's frame,
+registered as a temporary view and read under the FROM name (so ``fake.id`` still resolves);
+WHERE drops rows, row kinds and table ids pass through, and the result is cast to the plan-time
+schema. With several input tables the query applies to each.
 The primary key is kept when all its columns pass through unchanged.
 """
 
@@ -24,20 +25,25 @@ import uuid
 from typing import ClassVar
 
 from pydantic import Field, PrivateAttr, model_validator
+from sqlglot import exp
+from sqlglot.tokens import TokenType
 
+from streaming_engine.errors import SchemaError
 from streaming_engine.plugins.base import PluginOptions, Transform
 from streaming_engine.plugins.registry import register
+from streaming_engine.runtime import rows
 from streaming_engine.schema import TableSchema
 from transforms._common import MultiTableTransformOptions, duplicate_column
-from streaming_engine.runtime import rows
 from transforms._runtime import TERMINAL, col, project
-from transforms._sql_parse import ParsedQuery, Tok, output_columns, parse_query, tokenize
+from transforms._sql_compile import CompiledQuery, ParsedQuery, compile_query, parse_query, spark_query
+from transforms._sql_dialect import SqlError, tokenize
 
 
 class SqlOptions(MultiTableTransformOptions):
     query: str = Field(min_length=1, description="SELECT ... FROM <input dataset name> [WHERE ...], one row in, at most one out.")
 
     _parsed: ParsedQuery | None = PrivateAttr(None)
+    _compiled: dict = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
     def _parse(self) -> "SqlOptions":
@@ -50,11 +56,36 @@ class SqlOptions(MultiTableTransformOptions):
             self._parsed = parse_query(self.query)
         return self._parsed
 
+    def compiled(self, table: TableSchema) -> CompiledQuery:
+        """The query compiled for ``table`` (cached per table schema)."""
+        if table not in self._compiled:
+            try:
+                self._compiled[table] = compile_query(self.parsed, table)
+            except SqlError as e:
+                raise SchemaError("SCHEMA.INVALID", {"detail": f"{e} (table {table.table_id})"}) from None
+        return self._compiled[table]
+
 
 @register
 class Sql(Transform):
     name: ClassVar[str] = "Sql"
     seatunnel_page = "transform-v2/sql.md"
+
+    @classmethod
+    def seatunnel_notes(cls) -> list[str]:
+        """The functions of sql-functions.md: each compiles to Spark SQL (no Python)."""
+        from transforms._sql_functions import FUNCTIONS
+
+        done = [f for f in FUNCTIONS.values() if f.supported]
+        lines = [f"Functions of `transform-v2/sql-functions.md`: {len(done)} of {len(FUNCTIONS)} supported, each compiled "
+                 "to a Spark SQL expression (Catalyst, no Python pass); where this engine chooses (the page is silent "
+                 "or differs from SeaTunnel's code), the note says what.", "",
+                 "| function | signature | status | note |", "|---|---|---|---|"]
+        for key, f in FUNCTIONS.items():
+            status = "supported" if f.supported else f"refused: {f.reason}"
+            note = _cell(f.note or "-")
+            lines.append(f"| `{key}` | `{_cell(f.signature)}` | {status} | {note} |")
+        return lines + [""]
     Options = SqlOptions
     description = "Selects, computes and filters fields with a SQL query."
     execution = "expression"
@@ -70,7 +101,8 @@ class Sql(Transform):
 
     def transform_table(self, table: TableSchema, options: PluginOptions) -> TableSchema:
         assert isinstance(options, SqlOptions)
-        columns, refs = output_columns(table, options.parsed)
+        compiled = options.compiled(table)
+        columns, refs = compiled.columns, compiled.refs
         seen: set[str] = set()
         for c in columns:
             if c.name in seen:
@@ -86,15 +118,14 @@ class Sql(Transform):
         ``text.`/etc/passwd```); plain expressions over the input do none."""
         out: dict[str, str] = {}
         for options in self.all_options():
-            toks = tokenize(options.query)  # type: ignore[attr-defined]
-            calls = sorted({t.text.lower() for i, t in enumerate(toks[:-1])
-                            if t.kind == "id" and toks[i + 1].is_op("(") and t.text.lower() in REFLECTION
-                            and not (i and toks[i - 1].is_op("."))})
+            select = options.parsed.select  # type: ignore[attr-defined]
+            calls = sorted({f.name.lower() for f in select.find_all(exp.Anonymous) if f.name.lower() in REFLECTION})
             if calls:
                 out["runs_code"] = f"its query calls Java methods through {', '.join(calls)}() (option query)"
-            if any(t.is_kw("USING") for t in toks):
+            toks = tokenize(options.query)  # type: ignore[attr-defined]
+            if any(t.token_type == TokenType.USING for t in toks):
                 out["runs_code"] = "its query runs a command (TRANSFORM ... USING) (option query)"
-            if sum(t.is_kw("SELECT") for t in toks) > 1:
+            if sum(t.token_type == TokenType.SELECT for t in toks) > 1:
                 out["reads_local_files"] = "its query has a subquery, which can read any table or file (option query)"
         return out
 
@@ -117,7 +148,7 @@ class Sql(Transform):
         assert isinstance(options, SqlOptions)
         out = self.transform_table(table, options)
         view = f"__sql_{re.sub(r'[^A-Za-z0-9_]', '_', ctx.vertex_id)}_{uuid.uuid4().hex[:12]}"
-        text = runtime_query(options.query, options.parsed, table, view)
+        text = spark_query(options.compiled(table), view)
         session = df.sparkSession
         df.createOrReplaceTempView(view)
         try:
@@ -136,67 +167,9 @@ class Sql(Transform):
         return project(renamed, [col(c.name).cast(_parse_datatype_string(c.type)).alias(c.name) for c in out.columns])
 
 
+def _cell(text: str) -> str:
+    """Text safe inside a Markdown table cell."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
 REFLECTION = frozenset({"java_method", "reflect", "try_reflect"})
-
-
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
-def runtime_query(sql: str, parsed: ParsedQuery, table: TableSchema, view: str) -> str:
-    """``sql`` rewritten to read ``view``, with the metadata columns selected first."""
-    toks = list(tokenize(sql))
-    while toks and toks[-1].is_op(";"):
-        toks.pop()
-    depth, from_at = 0, None
-    for i, t in enumerate(toks):
-        depth += t.is_op("(", "[") - t.is_op(")", "]")
-        if depth == 0 and t.is_kw("FROM"):
-            from_at = i
-            break
-    assert from_at is not None and toks[0].is_kw("SELECT")  # parse_query checked the shape
-    head = toks[1:from_at]
-    keyword = "SELECT"
-    if head and head[0].is_kw("ALL"):
-        head = head[1:]
-    qualifiers = {parsed.table.lower(), parsed.table.split(".")[-1].lower()}
-    if parsed.alias:
-        qualifiers.add(parsed.alias.lower())
-    columns = {c.lower() for c in table.names}
-    data = ", ".join(_quote(c) for c in table.names)
-    items: list[str] = []
-    part: list[Tok] = []
-    depth = 0
-    for t in [*head, None]:
-        if t is not None:
-            depth += t.is_op("(", "[") - t.is_op(")", "]")
-        if t is None or (depth == 0 and t.is_op(",")):
-            if part:
-                star = len(part) == 1 and part[0].is_op("*")
-                qualified_star = (
-                    len(part) == 3 and part[2].is_op("*") and part[1].is_op(".")
-                    and part[0].kind in ("id", "qid") and part[0].name.lower() in qualifiers
-                    and part[0].name.lower() not in columns
-                )  # fmt: skip
-                if star or qualified_star:
-                    items.append(data)
-                else:
-                    items.append(sql[part[0].pos : part[-1].pos + len(part[-1].text)])
-            part = []
-        else:
-            part.append(t)
-    # FROM <name parts> [[AS] alias] ...
-    i = from_at + 1
-    name_start = toks[i].pos
-    name_end = name_start
-    while i < len(toks) and toks[i].kind in ("id", "qid", "dq"):
-        name_end = toks[i].pos + len(toks[i].text)
-        i += 1
-        if i < len(toks) and toks[i].is_op("."):
-            i += 1
-            continue
-        break
-    rest = sql[name_end : toks[-1].pos + len(toks[-1].text)]
-    alias = "" if parsed.alias else f" AS {_quote(parsed.table.split('.')[-1])}"
-    meta = ", ".join(_quote(c) for c in rows.META)
-    return f"{keyword} {meta}, {', '.join(items)} FROM {view}{alias}{rest}"

@@ -88,8 +88,13 @@ RESERVED_PLACEHOLDERS = frozenset(
         "unique_key",
         "field_names",
         "comment",
+        # file sinks' file_name_expression / partition_dir_expression
+        "now",
+        "uuid",
+        "transactionId",
     }
 )
+_RESERVED_PATTERN = re.compile(r"[kv]\d+")  # partition_dir_expression's ${k0}=${v0}
 _VAR = re.compile(r"\$\{(?P<opt>\?)?(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)(?::(?P<default>[^}]*))?\}")
 _BLOCK_KEY = "__plugin_block_{}__"
 
@@ -272,7 +277,7 @@ class _Variables:
 
     def value(self, name: str, default: str | None, line: int | None, record_unset: bool = True) -> str | None:
         """The substitution for ``${name}`` as text; None means leave the text as it is."""
-        if name in RESERVED_PLACEHOLDERS:
+        if name in RESERVED_PLACEHOLDERS or _RESERVED_PATTERN.fullmatch(name):
             return None
         if name in self.given:
             v = self.given[name]

@@ -309,6 +309,12 @@ class Plugin:
     # options the page lists by mistake (option -> what SeaTunnel really does)
     seatunnel_errata: ClassVar[dict[str, str]] = {}
 
+    @classmethod
+    def seatunnel_notes(cls) -> list[str]:
+        """More of docs/seatunnel-compatibility.md for this plugin (Markdown
+        lines, e.g. the Sql transform's function table). Default: none."""
+        return []
+
     def __init__(self, options: PluginOptions):
         self.options = options
 

@@ -30,7 +30,11 @@ so the example's transform still runs as written. ``capture: true`` adds a Delta
 input; ``capture: <dataset>`` names which), so ``expect`` can check what that sink received; ``values: {col: [..]}``
 (with ``count``) checks random input's every value, ``all: [condition, ...]``
 Spark SQL conditions every row meets, ``types: {col: type}`` the Spark types. ``rename`` maps a column
-the page's table spells unlike its config. ``note`` says where the page itself
+the page's table spells unlike its config. ``then: <transform block>`` adds a transform after a source example (the
+query a page gives in prose). ``files: {rel: {text, encoding}}`` and ``parquet: {rel: {schema, rows}}`` write
+a file source example's input under the work directory (``${work}``, which
+``replace`` puts in place of the page's paths); ``expect: {files: {glob, format,
+columns, count, text, names}}`` checks what a file sink example wrote. ``note`` says where the page itself
 is wrong and what the case checks instead.
 A failing case names its page and example.
 """
@@ -101,6 +105,11 @@ def _wrap(case: dict[str, Any], block: str) -> str:
     capture += 'path = "${work}/out/${table_full_name}" } }\n'
     if section == "source":
         body = block if re.search(r"^\s*source\s*\{", block, re.M) else f"source {{\n{block}\n}}"
+        if "then" in case:  # a transform the page applies to this source in prose (its SQL, say)
+            then = _OUT.findall(case["then"])
+            capture = capture.replace(f'plugin_input = "{outs[-1]}", ' if outs else "", "")
+            capture = capture.replace("Delta { ", f'Delta {{ plugin_input = "{then[-1]}", ', 1)
+            body += f"\ntransform {{\n{case['then']}\n}}"
         return f"env {{ job.mode = BATCH }}\n{body}\n{capture}"
     spec = case["input"]
     schema: dict[str, str] = spec["schema"]
@@ -148,7 +157,7 @@ def _text(v: Any) -> str:
 
 
 @pytest.mark.parametrize("case", _cases())
-def test_a_documented_example(case, run_job_text, spark):
+def test_a_documented_example(case, run_job_text, spark, tmp_path):
     page, n = case["page"], case["config"]
     blocks = config_blocks(page)
     assert 1 <= n <= len(blocks), f"{page} has {len(blocks)} config examples, the spec names #{n}"
@@ -170,7 +179,7 @@ def test_a_documented_example(case, run_job_text, spark):
         text = re.sub(r"^(\s*sink\s*\{)", lambda m: m.group(1) + f'\n  Delta {{ {into}path = "${{work}}/out/${{table_name}}" }}',
                       text, count=1, flags=re.M)
     where = f"{page}, config example {n} ({case.get('name', '')})"
-    variables = case.get("variables")  # -i name=value, as the page passes them
+    variables = {"work": str(tmp_path), **(case.get("variables") or {})}  # -i name=value, as the page passes them
     if "same_as" in expect:  # the page's "final submitted configuration": the same plan
         from streaming_engine.plan.render import to_dict
 
@@ -192,12 +201,36 @@ def test_a_documented_example(case, run_job_text, spark):
         job = compile_text(text, variables=variables, file="example.conf")
         assert job.dag.vertices, where
         return
+    work = tmp_path  # the work directory run_job_text gives the job as ${work}
+    for rel, spec in (case.get("files") or {}).items():  # input files of a file source example
+        target = work / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(spec["text"].encode(spec.get("encoding", "utf-8")))
+    for rel, spec in (case.get("parquet") or {}).items():  # parquet input written by Spark
+        spark.createDataFrame(spec["rows"], spec["schema"]).coalesce(1).write.parquet(str(work / rel))
     ran = run_job_text(text, variables=variables, **(case.get("run") or {}))  # e.g. stop_after_epochs for a STREAMING example
     if "fails" in expect:  # the documented failure of the job (FAIL on bad rows)
         assert ran.result.status == "FAILED" and expect["fails"] in str(ran.result.error), f"{where}: {ran.result.error}"
         return
     assert ran.result.status == "FINISHED", f"{where}: {ran.result.error}"
     if expect.get("finished"):
+        return
+    if "files" in expect:  # what a file sink example wrote: {glob, format, rows|count, columns, text}
+        spec = expect["files"]
+        found = sorted(p for p in ran.work.glob(spec["glob"]) if p.is_file())
+        assert found, f"{where}: no file matches {spec['glob']}"
+        if "text" in spec:
+            got = "".join(p.read_bytes().decode(spec.get("encoding", "utf-8")) for p in found)
+            assert sorted(got.splitlines()) == sorted(spec["text"].splitlines()), f"{where}: {got!r}"
+        if "format" in spec:
+            df = spark.read.format(spec["format"]).load([str(p) for p in found])
+            if "columns" in spec:
+                assert df.columns == spec["columns"], f"{where}: columns {df.columns}"
+            if "count" in spec:
+                assert df.count() == spec["count"], where
+        if "names" in spec:  # a regular expression every file's path (relative to the work dir) matches
+            bad = [str(p.relative_to(ran.work)) for p in found if not re.fullmatch(spec["names"], str(p.relative_to(ran.work)))]
+            assert not bad, f"{where}: files named unlike {spec['names']}: {bad}"
         return
     out = ran.work / "out"
     tables = [p for p in out.iterdir() if (p / "_delta_log").is_dir()] if out.is_dir() else []

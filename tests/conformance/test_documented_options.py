@@ -88,3 +88,6 @@ def test_the_compatibility_page_is_generated_and_current():
     text = compat.PAGE.read_text(encoding="utf-8")
     for plugin, row in REFUSED:
         assert f"`{row.name}`" in text and row.reason in text
+    from transforms._sql_functions import FUNCTIONS
+
+    assert len(FUNCTIONS) >= 90 and all(f"| `{name}` |" in text for name in FUNCTIONS)

@@ -1,5 +1,8 @@
 """FakeSource: options (SeaTunnel doc examples), table ids, output schemas."""
 
+import datetime as dt
+from decimal import Decimal
+
 import pytest
 from pydantic import ValidationError
 
@@ -238,3 +241,141 @@ def test_table_names_conflicts_with_schema_table():
 
 def test_describe_mentions_row_counts():
     assert "16 rows" in make(**{"row.num": 16, "schema": {"fields": {"a": "int"}}}).describe()
+
+
+# -- rows values: SeaTunnel's notation, read at plan time -------------------
+
+TYPED = {
+    "c_tinyint": "tinyint", "c_bytes": "bytes", "c_date": "date", "c_map": "map<int, string>",
+    "c_row": {"c_inner": {"x": "int"}, "c_decimal": "decimal(5, 2)"}, "c_ts": "timestamp", "c_bool": "boolean",
+    "c_time": "time",
+}  # fmt: skip
+GOOD = [1, "bWlJWmo=", "2023-04-22", {"1": "a"}, [{"x": 1}, "1.5"], "2023-04-22T23:20:58", True, "23:20:58"]
+
+
+@pytest.mark.parametrize(
+    "column, value, message",
+    [
+        (0, 300, r"rows\[2\] \(INSERT\) c_tinyint: 300 is out of the tinyint range -128..127"),
+        (0, "12a", r"c_tinyint: expected a whole number for tinyint, got '12a'"),
+        (1, "not base64!", r"c_bytes: expected a base64 string for bytes"),
+        (2, "22/04/2023", r"c_date: expected a date such as 2023-04-22"),
+        (2, "2023-02-30", r"c_date: '2023-02-30' is not a date"),
+        (3, [[1, "a"]], r"c_map: expected an object \{key = value, ...\} for map<int, string>"),
+        (3, {"one": "a"}, r"c_map\.one: expected a whole number for int, got 'one'"),
+        (4, {"c_inner": {"y": 1}}, r"c_row\.c_inner: no field 'y'; the fields are x"),
+        (4, [{"x": 1}, "12345.6"], r"c_row\.c_decimal: 12345.6 does not fit decimal\(5,2\)"),
+        (4, [{"x": 1}], r"c_row: expected 2 values \(c_inner, c_decimal\), got 1"),
+        (5, "2023-04-22 23:20", r"c_ts: expected a timestamp such as 2023-04-22T23:20:58"),
+        (6, "yes", r"c_bool: expected true or false for boolean, got 'yes'"),
+        (7, "25:00:00", r"c_time: '25:00:00' is not a time of day"),
+    ],
+)
+def test_rows_values_that_do_not_read_as_their_type_fail_at_plan_time(column, value, message):
+    fields = list(GOOD)
+    fields[column] = value
+    make(schema={"fields": TYPED}, rows=[{"kind": "INSERT", "fields": list(GOOD)}])  # the good row passes
+    with pytest.raises(ValidationError, match=message):
+        make(schema={"fields": TYPED}, rows=[{"kind": "INSERT", "fields": list(GOOD)}, {"kind": "INSERT", "fields": fields}])
+
+
+def test_rows_values_in_seatunnel_notation_become_typed_values():
+    from sources._fake_types import coerce_fields, column_types
+
+    src = make(schema={"fields": TYPED}, rows=[
+        {"kind": "INSERT", "fields": GOOD},
+        # by name, as the config loader hands nested objects over (dotted keys); missing columns are null
+        {"kind": "DELETE", "fields.c_row.c_inner.x": 2, "fields.c_map": "{\"2\": \"b\"}", "fields.c_ts": "20230422232058"},
+    ])  # fmt: skip
+    columns = [(n, t) for n, t, _ in column_types(src.options.schema_)]
+    first, second = (coerce_fields(r.fields, columns) for r in src.options.rows)
+    assert first == [
+        1, b"miIZj", dt.date(2023, 4, 22), [(1, "a")], {"c_inner": {"x": 1}, "c_decimal": Decimal("1.50")},
+        dt.datetime(2023, 4, 22, 23, 20, 58, tzinfo=dt.timezone.utc), True, "23:20:58",
+    ]  # fmt: skip
+    assert second == [
+        None, None, None, [(2, "b")], {"c_inner": {"x": 2}, "c_decimal": None},
+        dt.datetime(2023, 4, 22, 23, 20, 58, tzinfo=dt.timezone.utc), None, None,
+    ]  # fmt: skip
+
+
+def test_map_values_of_rows_and_maps_are_regrouped_from_dotted_keys():
+    from sources._fake_types import coerce, parse_type
+
+    nest = parse_type("map<string, {c_int = int, c_string = string}>")
+    assert coerce({"k1.c_int": 1, "k1.c_string": "x", "k.2.c_int": 3}, nest) == [
+        ("k1", {"c_int": 1, "c_string": "x"}), ("k.2", {"c_int": 3, "c_string": None}),
+    ]  # fmt: skip
+    assert coerce({"a.b": "c"}, parse_type("map<string, map<string, string>>")) == [("a", [("b", "c")])]
+    assert coerce({"a.b": "c"}, parse_type("map<string, string>")) == [("a.b", "c")]  # a quoted dotted key
+    assert coerce({"a": 1, "a ": 2}, parse_type("map<string, int>")) == [("a", 1), ("a ", 2)]
+    assert coerce({"1": "x", "01": "y"}, parse_type("map<int, string>")) == [(1, "y")]  # one key: the last value
+
+
+def test_scalar_notations_follow_seatunnel():
+    from sources._fake_types import Clock, coerce, parse_type
+
+    def c(v, t, clock=Clock()):
+        return coerce(v, parse_type(t), clock)
+
+    assert c("2023/04/22", "date") == c("2023.04.22", "date") == c(20230422, "date") == dt.date(2023, 4, 22)
+    assert c("2023-04-22 23:20:58.1234567", "timestamp_ntz") == dt.datetime(2023, 4, 22, 23, 20, 58, 123456)
+    assert c("2023/04/22 23:20:58", "timestamp_ntz") == dt.datetime(2023, 4, 22, 23, 20, 58)
+    assert c("2023-04-22T23:20:58", "timestamp", Clock(0, "+08:00")).utcoffset() == dt.timedelta(hours=8)
+    assert c("23:20:58.500", "time") == "23:20:58.5" and c(12.345, "decimal(10, 2)") == Decimal("12.35")
+    assert c("7084913402530365000", "bigint") == 7084913402530365000 and c(117.0, "tinyint") == 117
+    assert c("1.5", "float") == 1.5 and c(1, "double") == 1.0 and c("TRUE", "boolean") is True
+    assert c({"a": [1]}, "string") == '{"a":[1]}' and c(True, "string") == "true" and c("x", "null") is None
+    noon = Clock(12 * 3600 * 1000, "UTC")  # 1970-01-01 12:00 UTC
+    assert c("CURRENT_TIMESTAMP", "timestamp_ntz", noon) == dt.datetime(1970, 1, 1, 12)
+    assert (c("CURRENT_DATE", "date", noon), c("CURRENT_TIME", "time", noon)) == (dt.date(1970, 1, 1), "12:00:00")
+    assert c("CURRENT_DATE", "date", Clock(23 * 3600 * 1000, "Asia/Tokyo")) == dt.date(1970, 1, 2)
+
+
+def test_type_tree_gives_the_schema_spark_types():
+    from sources._fake_types import column_types
+
+    fields = {
+        **ALL_TYPES, "c_time": "time", "c_map_nest": "map<string, {c_int = int, c_string = string}>",
+        "c_struct": "struct<a: int, `b c`: string>",
+        "c_row": {"c_map": "map<string, map<string, string>>", "c_array": "array<int>", "c_decimal": "decimal"},
+    }  # fmt: skip
+    src = make(schema={"fields": fields})
+    spark_types = [c.type for c in src.output().tables[0].columns]
+    assert [t.ddl() for _, t, _ in column_types(src.options.schema_)] == spark_types
+
+
+def test_rows_null_in_a_not_nullable_column_is_refused():
+    columns = [{"name": "id", "type": "bigint", "nullable": False}, {"name": "s", "type": "string"}]
+    make(schema={"columns": columns}, rows=[{"kind": "INSERT", "fields": [1, None]}])
+    with pytest.raises(ValidationError, match=r"rows\[1\] \(INSERT\) id: null in a column declared nullable = false"):
+        make(schema={"columns": columns}, rows=[{"kind": "INSERT", "fields": {"s": "x"}}])
+
+
+def test_map_keys_of_type_null_are_refused():
+    with pytest.raises(ValidationError, match=r"column 'm': map keys cannot be of type null"):
+        make(schema={"fields": {"m": "map<null, int>"}})
+
+
+def test_default_values_must_read_as_their_column_type():
+    with pytest.raises(ValidationError, match=r"column 'n' \(int\): defaultValue 'abc': expected a whole number"):
+        make(schema={"columns": [{"name": "n", "type": "int", "defaultValue": "abc"}]})
+    with pytest.raises(ValidationError, match=r"column 't' \(time\): defaultValue '25:00'"):
+        make(schema={"columns": [{"name": "t", "type": "time", "defaultValue": "25:00"}]})
+
+
+def test_default_values_as_seatunnel_reads_them():
+    from sources._fake_types import default_value, parse_type
+
+    cfg = make(**{"array.size": 3, "schema": {"fields": {"a": "int"}}}).options
+    assert default_value("abc", parse_type("bytes"), cfg) == b"abc"  # text bytes, not base64 (SeaTunnel's getBytes)
+    assert default_value("15:45", parse_type("time"), cfg) == "15:45:00"
+    assert default_value(5, parse_type("array<int>"), cfg) == [5, 5, 5]
+    assert default_value("2024-09-12", parse_type("map<date, string>"), cfg) == [(dt.date(2024, 9, 12), "2024-09-12")]
+
+
+def test_template_options_and_fake_mode():
+    src = make(**{"smallint.template": [10, 11], "schema": {"fields": {"a": "smallint"}}})
+    assert src.options.smallint_fake_mode == "range" and src.options.smallint_template == [10, 11]
+    with pytest.raises(ValidationError, match="tinyint.template has values outside the tinyint range"):
+        make(**{"tinyint.template": [1, 300], "schema": {"fields": {"a": "tinyint"}}})

@@ -147,6 +147,7 @@ source {
     plugin_output = ticks
     seed = 5
     row.num = 10
+    rows.per.batch = 10  # endless: rows.per.batch new rows every trigger (row.num alone: once, then idle)
     schema = { fields { id = bigint, v = double } }
   }
 }
@@ -155,9 +156,9 @@ sink { Delta { plugin_input = ticks, path = "${work}/ticks" } }
 
 
 def test_streaming_fake_source_keeps_producing_until_stopped(spark, run_job_text):
-    ran = run_job_text(STREAMING_JOB, stop_after_epochs=3)
+    ran = run_job_text(STREAMING_JOB, stop_after_epochs=3, timeout_s=120)
     assert ran.result.status in ("FINISHED", "CANCELED"), ran.result.error
     epochs = [e.epoch for e in ran.events if type(e).__name__ == "EpochCommitted"]
     assert len(epochs) >= 3 and epochs == sorted(set(epochs))
-    # each trigger admitted row.num new rows: no batch repeats rows, none is lost
+    # each trigger admitted rows.per.batch new rows: no batch repeats rows, none is lost
     assert ran.delta(spark, "ticks").count() == 10 * len(epochs)

@@ -296,3 +296,16 @@ def test_hocon_keywords_are_lower_case_other_spellings_are_text():
     assert raw.blocks[0].options == {
         "a": "NULL", "b": None, "c": True, "d": "False", "e": ["Null", 1], "f": "nullable", "g": "x.NULL",
     }
+
+
+def test_file_name_placeholders_are_not_job_variables():
+    """SeaTunnel's file sinks render ${transactionId}, ${now}, ${uuid} and ${k0}/${v0}
+    themselves: they are not -i variables (and not 'unset')."""
+    raw = load_text(
+        'source { FakeSource { } }\n'
+        'sink { LocalFile { file_name_expression = "${transactionId}_${now}_${uuid}", '
+        'partition_dir_expression = "${k0}=${v0}/${k1}" } }'
+    )
+    assert raw.blocks[1].options == {
+        "file_name_expression": "${transactionId}_${now}_${uuid}", "partition_dir_expression": "${k0}=${v0}/${k1}",
+    }

@@ -1,7 +1,10 @@
 """LocalFile sink at run time: staged publish, exactly once per epoch, per-table paths."""
 
 import json
+import re
 from types import SimpleNamespace
+
+import pytest
 
 from sinks.local_file import LocalFile, LocalFileSinkOptions
 from streaming_engine.schema import Column, Dataset, TableSchema
@@ -97,3 +100,138 @@ def test_open_reports_the_published_epoch_and_half_written_staging_is_redone(spa
         assert all(n.startswith(("part-000002-", "part-000003-")) and tag in n for n in names), names
         back = spark.read.format(fmt).schema("id bigint, name string, day date").load(str(target))
         assert sorted(r.id for r in back.collect()) == list(range(8))  # epoch 3 once, no garbage
+
+
+# -- SeaTunnel's options, through a job --------------------------------------------------------------
+
+OPTIONS = """
+env { job.name = file_options }
+source {
+  FakeSource {
+    plugin_output = src, table-names = [t], rows.per.batch = 3
+    schema = { fields { id = bigint, name = string, day = string, ts = timestamp } }
+    rows = [
+      { kind = INSERT, fields = [1, "a;b", "d1", "2024-01-02T03:04:05"] },
+      { kind = INSERT, fields = [2, " sp \\"q\\" ", "d1", "2024-01-02T03:04:05"] },
+      { kind = INSERT, fields = [3, null, "d2", "2024-01-02T03:04:05"] },
+      { kind = INSERT, fields = [4, "e", "d2", "2024-01-02T03:04:05"] }
+    ]
+  }
+}
+transform { Sql { plugin_input = src, plugin_output = nothing, query = "select * from src where id < 0" } }
+sink {
+  LocalFile { plugin_input = src, path = "${work}/out/csv_all", file_format_type = csv, sink_columns = [id, name]
+    field_delimiter = ";", row_delimiter = "\\r\\n", csv_string_quote_mode = ALL, enable_header_write = true
+    single_file_mode = true }
+  LocalFile { plugin_input = src, path = "${work}/out/csv_min", sink_columns = [id, name], field_delimiter = ";"
+    batch_size = 1 }
+  LocalFile { plugin_input = src, path = "${work}/out/text", file_format_type = text, sink_columns = [id, name, day]
+    row_delimiter = "|", single_file_mode = true }
+  LocalFile { plugin_input = src, path = "${work}/out/json", file_format_type = json, sink_columns = [id, name]
+    row_delimiter = "\\r\\n", compress_codec = lzo, single_file_mode = true }
+  LocalFile { plugin_input = src, path = "${work}/out/xml_attr", file_format_type = xml, sink_columns = [id, name]
+    xml_use_attr_format = true, xml_root_tag = ROWS, xml_row_tag = ROW, single_file_mode = true }
+  LocalFile { plugin_input = src, path = "${work}/out/xml_el", file_format_type = xml, sink_columns = [id, day]
+    xml_use_attr_format = false, single_file_mode = true }
+  LocalFile { plugin_input = src, path = "${work}/out/named", file_format_type = csv, sink_columns = [id, day]
+    have_partition = true, partition_by = [day], partition_dir_expression = "part_${v0}/x"
+    is_partition_field_write_in_file = true, custom_filename = true
+    file_name_expression = "out_${now}", filename_time_format = "yyyy'y'MM", filename_extension = dat
+    single_file_mode = true }
+  LocalFile { plugin_input = src, path = "${work}/out/hive", file_format_type = json, sink_columns = [id, day]
+    have_partition = true, partition_by = [day], custom_filename = true }
+  LocalFile { plugin_input = src, path = "${work}/out/int96", file_format_type = parquet
+    parquet_avro_write_timestamp_as_int96 = true, single_file_mode = true }
+  LocalFile { plugin_input = src, path = "${work}/out/micros", file_format_type = parquet, single_file_mode = true
+    schema_save_mode = RECREATE_SCHEMA }
+  LocalFile { plugin_input = src, path = "${work}/out/orc", file_format_type = orc, compress_codec = zlib
+    data_save_mode = DROP_DATA }
+  LocalFile { plugin_input = nothing, path = "${work}/out/empty", enable_header_write = true
+    create_empty_file_when_no_data = true }
+  LocalFile { plugin_input = nothing, path = "${work}/out/none" }
+}
+"""
+
+
+# the job loader substitutes ${name} variables in every string and does not reserve the file sink's
+# name placeholders (yet): hand them through as variables whose value is the placeholder itself
+PASS_THROUGH = {"now": "${now}", "v0": "${v0}"}
+
+
+def _texts(directory, suffix=""):
+    return {p: p.read_bytes() for p in map(lambda f: directory / f, _data_files(directory)) if p.name.endswith(suffix)}
+
+
+def test_seatunnel_options_shape_the_files(spark, run_job_text, tmp_path):
+    import pyarrow.parquet as pq
+
+    for kept in ("micros", "orc"):  # RECREATE_SCHEMA, DROP_DATA: what a fresh start finds there is deleted
+        (tmp_path / "out" / kept / "old").mkdir(parents=True)
+        (tmp_path / "out" / kept / "old/stale.txt").write_text("stale")
+    ran = run_job_text(OPTIONS, variables=PASS_THROUGH)
+    assert ran.result.status == "FINISHED", ran.result.error
+    out = tmp_path / "out"
+
+    # csv: ALL quotes every field, ";" and "\r\n" as written, one file per epoch with its header (single_file_mode)
+    files = sorted(_texts(out / "csv_all").items())
+    assert [p.name[:13] for p, _ in files] == ["part-000000-0", "part-000001-0"], files
+    assert files[0][1] == b'"id";"name"\r\n"1";"a;b"\r\n"2";" sp ""q"" "\r\n"3";""\r\n', files[0][1]
+    assert files[1][1] == b'"id";"name"\r\n"4";"e"\r\n'
+    # MINIMAL: only what needs it is quoted, spaces kept; batch_size = 1: one row per file
+    rows = sorted(_texts(out / "csv_min").values())
+    assert rows == sorted([b'1;"a;b"\n', b'2;" sp ""q"" "\n', b"3;\n", b"4;e\n"]), rows
+    # text: \001 between fields (the default), null as nothing, "|" after every row
+    assert sorted(_texts(out / "text").values()) == [b"1\x01a;b\x01d1|2\x01 sp \"q\" \x01d1|3\x01\x01d2|", b"4\x01e\x01d2|"]
+    # json with lzo (lzop, as SeaTunnel's): Spark reads it back with the codec
+    lzo = _texts(out / "json")
+    assert all(p.name.endswith(".json.lzo") and b.startswith(b"\x89LZO") for p, b in lzo.items()), lzo
+    back = spark.read.option("io.compression.codecs", "io.airlift.compress.lzo.LzopCodec").schema("id bigint, name string")
+    assert sorted(r.id for r in back.json(str(out / "json")).collect()) == [1, 2, 3, 4]
+    # xml: attributes or child elements, under the root and row tags
+    attr = b"".join(sorted(_texts(out / "xml_attr").values())).decode()
+    assert "<ROWS>" in attr and '<ROW id="1" name="a;b"/>' in attr and "<RECORD" not in attr, attr
+    element = b"".join(sorted(_texts(out / "xml_el").values())).decode()
+    assert "<RECORDS>" in element and "<RECORD>" in element and "<id>1</id>" in element and "<day>d1</day>" in element
+    # custom names and partition directories; the partition column stays in the file
+    named = _data_files(out / "named")
+    stamp = __import__("datetime").datetime.now().strftime("%Yy%m")
+    assert len(named) == 3 and all(re.fullmatch(rf"part_d[12]/x/T_\w+_00000[01]_out_{stamp}\.dat", f) for f in named), named
+    assert sorted((out / "named").glob("part_d1/x/*"))[0].read_text() == "1,d1\n2,d1\n"
+    hive = _data_files(out / "hive")  # SeaTunnel's default layout and file_name_expression ${transactionId}
+    assert all(re.fullmatch(r"day=d[12]/T_\w+_00000[01]_0\.json", f) for f in hive) and len(hive) == 3, hive
+    # parquet timestamps: INT64 micros by default, INT96 on request
+    [micros] = (out / "micros").glob("part-000000-*")
+    [int96] = (out / "int96").glob("part-000000-*")
+    assert pq.ParquetFile(micros).schema.column(3).physical_type == "INT64"
+    assert pq.ParquetFile(int96).schema.column(3).physical_type == "INT96"
+    assert all(f.endswith(".zlib.orc") for f in _data_files(out / "orc")) and spark.read.orc(str(out / "orc")).count() == 4
+    assert not (out / "orc/old").exists() and not (out / "micros/old").exists()
+    # an epoch with no row: an empty file (its header) with create_empty_file_when_no_data, else nothing
+    assert sorted(_texts(out / "empty").values()) == [b"id,name,day,ts\n"] * 2
+    assert _data_files(out / "none") == []
+
+    # a BATCH run that reads nothing: one more empty file there; a resumed query keeps the data (no DROP_DATA)
+    again = run_job_text(OPTIONS, variables=PASS_THROUGH)
+    assert again.result.status == "FINISHED", again.result.error
+    assert sorted(_texts(out / "empty").values()) == [b"id,name,day,ts\n"] * 3
+    assert _data_files(out / "none") == [] and spark.read.orc(str(out / "orc")).count() == 4
+    assert len(_data_files(out / "micros")) == 2
+
+
+@pytest.mark.parametrize(
+    "mode, prepare, message",
+    [
+        ("data_save_mode = ERROR_WHEN_DATA_EXISTS", lambda d: (d.mkdir(parents=True), (d / "x.csv").write_text("1\n")),
+         "holds data"),
+        ("schema_save_mode = ERROR_WHEN_SCHEMA_NOT_EXIST", lambda d: None, "does not exist"),
+    ],
+)
+def test_save_modes_stop_a_fresh_start(run_job_text, tmp_path, mode, prepare, message):
+    prepare(tmp_path / "out")
+    ran = run_job_text(f"""
+env {{ job.name = save_modes }}
+source {{ FakeSource {{ plugin_output = src, row.num = 3, schema = {{ fields {{ id = bigint }} }} }} }}
+sink {{ LocalFile {{ plugin_input = src, path = "${{work}}/out", {mode} }} }}
+""")
+    assert ran.result.status == "FAILED" and message in str(ran.result.error), ran.result.error
+    assert _data_files(tmp_path / "out") == ([] if "SCHEMA" in mode else ["x.csv"])  # nothing written

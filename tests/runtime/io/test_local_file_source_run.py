@@ -123,3 +123,83 @@ sink {{ Console {{ plugin_input = p }} }}
     ordered, got = executed_plan(())
     assert "row_index" in ordered, ordered  # the order is read when it is needed
     assert len({r[rows.SEQ] for r in got}) == 5  # one position per row
+
+
+# -- SeaTunnel's options, through a job --------------------------------------------------------------
+
+OPTIONS = """
+env { job.name = files_options }
+source {
+  LocalFile { plugin_output = files, tables_configs = [
+    { path = "${work}/in/part", file_format_type = json, schema = { table = "in.part", fields { id = bigint, t = time } } },
+    { path = "${work}/in/part", file_format_type = json, parse_partition_from_path = false
+      schema = { table = "in.flat", fields { id = bigint } } },
+    { path = "${work}/in/csv", file_format_type = csv, field_delimiter = ";", time_format = "HH:mm:ss.SSS"
+      schema = { table = "in.times", fields { id = bigint, t = time, note = string } } },
+    { path = "${work}/in/xml", file_format_type = xml, xml_row_tag = ROW, xml_use_attr_format = true
+      schema = { table = "in.attrs", fields { id = bigint, name = string } } },
+    { path = "${work}/in/xml", file_format_type = xml, xml_row_tag = ROW, xml_use_attr_format = false
+      schema = { table = "in.elems", fields { id = bigint, name = string } } },
+    { path = "${work}/in/mixed", file_format_type = text, filename_extension = txt, schema = { table = "in.ext" } },
+    { path = "${work}/in/lzo", file_format_type = text, compress_codec = lzo, schema = { table = "in.lzo" } },
+    { path = "${work}/in/gz", file_format_type = json, archive_compress_codec = GZ
+      schema = { table = "in.gz", fields { id = bigint } } },
+    { path = "${work}/in/parquet", file_format_type = parquet, schema = { table = "in.p" } },
+    { path = "${work}/in/orc", file_format_type = orc, schema = { table = "in.o" }, read_columns = [b] }
+  ] }
+}
+sink { LocalFile { plugin_input = files, path = "${work}/out/${table_name}", file_format_type = json } }
+"""
+
+
+def _rows(spark, directory, order_by=None):
+    """The rows the LocalFile (json) sink wrote to ``directory``, as dicts."""
+    df = spark.read.json(str(directory))
+    return [r.asDict() for r in (df.orderBy(order_by) if order_by else df).collect()]
+
+
+def test_seatunnel_options_choose_and_parse_the_files(spark, run_job_text, tmp_path):
+    import gzip
+
+    import pyarrow.orc as po
+
+    inp = tmp_path / "in"
+    _write(f"{inp}/part/dt=2024/region=eu/a.json", _json_lines([{"id": 1, "t": "10:20:30"}]))
+    _write(f"{inp}/part/dt=2025/region=us/b.json", _json_lines([{"id": 2, "t": "10:20"}]))  # json times: as written
+    _write(f"{inp}/csv/a.csv", '1;10:20:30.123;"x;""y"""\n2;10:20:30;a\\b\n3;25:00:00.000;\n')
+    xml = '<ROWS><ROW id="1" name="a"><name>x</name></ROW><ROW id="2"><id>7</id><name>b</name></ROW></ROWS>'
+    _write(f"{inp}/xml/a.xml", xml)
+    _write(f"{inp}/mixed/a.txt", "kept\n")
+    _write(f"{inp}/mixed/b.csv", "skipped\n")
+    (inp / "gz").mkdir(parents=True)
+    with gzip.open(inp / "gz/a.json.gz", "wt") as f:
+        f.write(_json_lines([{"id": 1}, {"id": 2}]))
+    _write(f"{inp}/gz/b.json", _json_lines([{"id": 3}]))  # not a .gz file: not read
+    # lzop files as SeaTunnel writes them (Spark with aircompressor's codec)
+    spark.createDataFrame([("packed",)], "value string").coalesce(1).write.option(
+        "compression", "io.airlift.compress.lzo.LzopCodec").text(str(tmp_path / "lzo_out"))
+    (inp / "lzo").mkdir(parents=True)
+    for f in (tmp_path / "lzo_out").glob("part-*"):
+        os.replace(f, inp / "lzo" / "a.txt.lzo")
+    _write(f"{inp}/lzo/b.txt", "plain\n")  # not .lzo: not read
+    (inp / "parquet").mkdir(parents=True)
+    pq.write_table(pa.table({"a": pa.array([1, 2], pa.int64())}), inp / "parquet/p.parquet")
+    (inp / "orc").mkdir(parents=True)
+    po.write_table(pa.table({"b": ["x"], "c": [1.5]}), str(inp / "orc/o.orc"))
+
+    ran = run_job_text(OPTIONS)
+    assert ran.result.status == "FINISHED", ran.result.error
+    # the partition directories are string columns after the declared ones
+    assert _rows(spark, tmp_path / "out/part", "id") == [
+        {"id": 1, "t": "10:20:30", "dt": "2024", "region": "eu"}, {"id": 2, "t": "10:20", "dt": "2025", "region": "us"}]
+    assert _rows(spark, tmp_path / "out/flat", "id") == [{"id": 1}, {"id": 2}]  # parse_partition_from_path = false
+    times = [(r["id"], r["t"], r["note"]) for r in _rows(spark, tmp_path / "out/times", "id")]
+    assert times == [(1, "10:20:30.123", 'x;"y"'), (2, None, "a\\b"), (3, None, None)]  # csv quotes as RFC 4180
+    # xml: fields from the row element's attributes, or from its child elements
+    assert [(r["id"], r["name"]) for r in _rows(spark, tmp_path / "out/attrs", "id")] == [(1, "a"), (2, None)]
+    assert [(r["id"], r["name"]) for r in _rows(spark, tmp_path / "out/elems", "name")] == [(7, "b"), (None, "x")]
+    assert _rows(spark, tmp_path / "out/ext") == [{"content": "kept"}]
+    assert _rows(spark, tmp_path / "out/lzo") == [{"content": "packed"}]
+    assert sorted(r["id"] for r in _rows(spark, tmp_path / "out/gz")) == [1, 2]
+    assert _rows(spark, tmp_path / "out/p", "a") == [{"a": 1}, {"a": 2}]  # footer schemas
+    assert _rows(spark, tmp_path / "out/o") == [{"b": "x"}]
