@@ -205,6 +205,19 @@ class KafkaSourceOptions(SourceOptions):
 
     _fmt = field_validator("format", mode="before")(lambda cls, v: _format(v))
 
+    @model_validator(mode="before")
+    @classmethod
+    def _simple_text(cls, data: Any) -> Any:
+        """No schema (and no tables_configs): as SeaTunnel, each record's value is
+        the text of ONE column ``content`` (its text reader, delimiter \\u0002)."""
+        if not isinstance(data, dict) or "schema" in data or "schema_" in data:
+            return data
+        if any(k in data for k in ("tables_configs", "table_list")):
+            return data
+        if str(data.get("format", "json")).strip().lower() not in ("json", "text"):
+            return data
+        return {**data, "schema": {"fields": {"content": "string"}}, "format": "text", "field_delimiter": "\u0002"}
+
     @field_validator("kafka_config", mode="before")
     @classmethod
     def _flat(cls, v: Any) -> Any:

@@ -127,7 +127,8 @@ def _wrap(case: dict[str, Any], block: str) -> str:
     source_name = f'plugin_output = "{ins[0]}", ' if ins else ""
     source = f"source {{ FakeSource {{ {source_name}tables_configs = [ {configs} ] }} }}\n"
     if section == "sink":
-        return f"env {{ job.mode = BATCH }}\n{source}sink {{\n{block}\n}}\n"
+        body = block if re.search(r"^\s*sink\s*\{", block, re.M) else f"sink {{\n{block}\n}}"
+        return f"env {{ job.mode = BATCH }}\n{source}{body}\n"
     body = block if re.search(r"^\s*transform\s*\{", block, re.M) else f"transform {{\n{block}\n}}"
     return f"env {{ job.mode = BATCH }}\n{source}{body}\n{capture}"
 

@@ -376,3 +376,23 @@ def test_committed_epochs_move_the_consumer_group_and_group_offsets_start_a_new_
     ran = run_job_text(fresh)
     assert ran.result.status == "FINISHED", ran.result.error
     assert [r["id"] for r in ran.rows(spark, "orders2", order_by="id")] == list(range(20, 26))
+
+
+SCHEMALESS_JOB = """
+env {{ job.name = plain, job.mode = BATCH }}
+source {{ Kafka {{ plugin_output = raw, topic = plain, bootstrap.servers = "{bootstrap}", start_mode = earliest }} }}
+sink {{ Delta {{ plugin_input = raw, path = "${{work}}/plain" }} }}
+"""
+
+
+def test_without_a_schema_each_record_is_the_text_of_one_content_column(kafka_broker, run_job_text, spark):
+    """SeaTunnel's Kafka source without schema (its page's pattern and SASL
+    examples): the record value, as text, in the column ``content``."""
+    kafka_broker.create_topic("plain", partitions=1)
+    values = ['{"id": 1}', "two words, a comma", "tab\tinside"]
+    _produce(kafka_broker.bootstrap, "plain", [(None, v, 0) for v in values])
+    ran = run_job_text(SCHEMALESS_JOB.format(bootstrap=kafka_broker.bootstrap))
+    assert ran.result.status == "FINISHED", ran.result.error
+    df = ran.delta(spark, "plain")
+    assert df.columns == ["content"]
+    assert sorted(r["content"] for r in df.collect()) == sorted(values)
