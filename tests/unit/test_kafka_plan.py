@@ -44,7 +44,7 @@ SCHEMA = 'schema = { fields { id = int } }'
         (f'topic = t, start_mode = timestamp, {SCHEMA}', "needs start_mode.timestamp"),
         (f'topic = t, start_mode = specific_offsets, start_mode.offsets = {{ t = 3 }}, {SCHEMA}', '"<topic>-<partition>"'),
         (f'topic = "a[", pattern = true, {SCHEMA}', "not a valid regular expression"),
-        ("topic = t", "schema is required"),
+        ("topic = t, format = debezium_json", "schema is required"),  # json/text without one: a content column
         (f"{SCHEMA}", "topic is required"),
         ('tables_configs = [ { schema = { table = "a.b", fields { id = int } } } ]', "routes records by topic; set its topic"),
         (f'topic = t, debezium_record_table_filter = {{ table_name = x }}, {SCHEMA}', "only applies to format = debezium_json"),
