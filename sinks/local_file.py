@@ -107,7 +107,7 @@ from sinks._local_file_names import (
     check_file_name_expression, check_partition_dir_expression, hive_dir, render_file_name, render_partition_dir,
 )
 from sinks._paths import local_path
-from sources._schema_options import spark_charset
+from sources._schema_options import file_format, one_of, spark_charset
 from sinks._placeholders import check_distinct_targets, check_template, render
 from streaming_engine.errors import CommitError, EngineError, SchemaError
 from streaming_engine.plugins.base import Sink, SinkOptions, missing_column, refused
@@ -243,11 +243,7 @@ class LocalFileSinkOptions(SinkOptions):
     @field_validator("file_format_type")
     @classmethod
     def _format(cls, v: str) -> str:
-        if v in FORMATS:
-            return v
-        if v in _REFUSED_FORMATS:
-            raise ValueError(f"file_format_type {v} is not supported by this engine: {_REFUSED_FORMATS[v]}")
-        raise ValueError(f"file_format_type {v!r} is not a file format; use one of {', '.join(FORMATS)}")
+        return file_format(v, FORMATS, _REFUSED_FORMATS)
 
     @field_validator("csv_string_quote_mode")
     @classmethod
@@ -262,16 +258,12 @@ class LocalFileSinkOptions(SinkOptions):
     @field_validator("schema_save_mode")
     @classmethod
     def _schema_mode(cls, v: str) -> str:
-        if v not in SCHEMA_SAVE_MODES:
-            raise ValueError(f"schema_save_mode {v!r}: use one of {', '.join(SCHEMA_SAVE_MODES)}")
-        return v
+        return one_of("schema_save_mode", v, SCHEMA_SAVE_MODES)
 
     @field_validator("data_save_mode")
     @classmethod
     def _data_mode(cls, v: str) -> str:
-        if v not in DATA_SAVE_MODES:
-            raise ValueError(f"data_save_mode {v!r}: use one of {', '.join(DATA_SAVE_MODES)}")
-        return v
+        return one_of("data_save_mode", v, DATA_SAVE_MODES)
 
     @field_validator("encoding")
     @classmethod

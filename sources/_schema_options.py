@@ -186,3 +186,19 @@ def spark_charset(value: str) -> str:
             f"{', '.join(sorted(set(_SPARK_CHARSETS.values())))}; convert the files (e.g. iconv) or use one of these"
         )
     return _SPARK_CHARSETS[name]
+
+
+def file_format(v: Any, formats: tuple[str, ...], refused: dict[str, str]) -> Any:
+    """``file_format_type`` of a file source or sink: one of ``formats``; a
+    format SeaTunnel has and this engine refuses says why (``refused``)."""
+    if v is None or v in formats:
+        return v
+    if v in refused:
+        raise ValueError(f"file_format_type {v} is not supported by this engine: {refused[v]}")
+    raise ValueError(f"file_format_type {v!r} is not a file format; use one of {', '.join(formats)}")
+
+
+def one_of(option: str, v: str, allowed: tuple[str, ...]) -> str:
+    if v not in allowed:
+        raise ValueError(f"{option} {v!r}: use one of {', '.join(allowed)}")
+    return v

@@ -80,7 +80,7 @@ from typing import Any, ClassVar, Iterator, Literal
 from pydantic import AliasChoices, Field, field_validator, model_validator
 
 from sources._parquet_schema import arrow_to_ddl, partition_columns, read_parquet_table
-from sources._schema_options import SchemaBlock, check_table_path, spark_charset, table_id
+from sources._schema_options import SchemaBlock, check_table_path, file_format, spark_charset, table_id
 from streaming_engine.errors import EngineError, SchemaError
 from streaming_engine.plugins.base import Source, SourceOptions, missing_column, refused
 from streaming_engine.plugins.registry import register
@@ -164,11 +164,7 @@ class LocalFileSourceOptions(SourceOptions):
     @field_validator("file_format_type")
     @classmethod
     def _format(cls, v: str | None) -> str | None:
-        if v is None or v in FORMATS:
-            return v
-        if v in _REFUSED_FORMATS:
-            raise ValueError(f"file_format_type {v} is not supported by this engine: {_REFUSED_FORMATS[v]}")
-        raise ValueError(f"file_format_type {v!r} is not a file format; use one of {', '.join(FORMATS)}")
+        return file_format(v, FORMATS, _REFUSED_FORMATS)
 
     @field_validator("archive_compress_codec")
     @classmethod
