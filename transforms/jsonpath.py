@@ -1,41 +1,44 @@
 """JsonPath: extract values from JSON fields with JSONPath (SeaTunnel JsonPath transform).
 
 Each entry of ``columns`` reads ``src_field`` (a JSON string, bytes, or an
-array/map/row which is first turned into JSON), evaluates ``path`` and appends
-``dest_field`` of type ``dest_type`` (default string). Runs as a Python function
-over Arrow batches (execution "python"); paths use Jayway's syntax
+array / map / row, which is first serialised as SeaTunnel does: a row becomes
+the JSON array of its field values, so ``$[0]`` is its first field), evaluates
+``path`` and appends ``dest_field`` of type ``dest_type`` (default string).
+
+Runs as Spark column expressions (execution "expression": a Catalyst segment,
+no Python at run time; :mod:`transforms._jsonpath_catalyst`). Paths use
+Jayway's syntax; the definite ones (``$``, ``.name``, ``['name']``, ``[n]``,
+``[-n]``) are evaluated with Jayway's result, anything else (wildcards, deep
+scan, slices, unions, filters, functions) is refused at plan time
 (:mod:`transforms._jsonpath`).
 
-At run time, as SeaTunnel: a null source gives null; text that is not JSON, a
-definite path that matches nothing, or a value that does not convert to
-``dest_type`` is a bad value, handled by the column's
-``column_error_handle_way`` (SKIP: null in that column, SKIP_ROW: drop the row,
-FAIL) or else by ``row_error_handle_way`` (SKIP: drop the row, FAIL: fail the
-job naming the transform, table, column and value). A string destination
-receives text as is and other JSON as compact JSON text.
+At run time, as SeaTunnel: a null source gives null, a JSON null gives null;
+text that is not JSON, a path that matches nothing, or a value that does not
+convert to ``dest_type`` is a bad value, handled by the column's
+``column_error_handle_way`` (SKIP: null in that column, SKIP_ROW: drop the
+row, FAIL) or else by ``row_error_handle_way`` (SKIP: drop the row, FAIL:
+fail the job naming the transform, table, column, path and value). The first
+bad column of a row (in ``columns`` order) that does not SKIP decides. A
+string destination receives text as is and other JSON as compact JSON text.
 """
 
 from __future__ import annotations
 
-import base64
-import datetime as dt
-import decimal
-import json
-from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from sources._schema_options import spark_type
 from streaming_engine.plugins.base import PluginOptions, Transform, missing_column
 from streaming_engine.plugins.registry import register
 from streaming_engine.schema import Column, TableSchema
 from transforms._common import MultiTableTransformOptions, append_columns, invalid, upper
-from transforms._jsonpath import Path, PathNotFound, compile_path
-from transforms._runtime import arrow_schema, failure, session_time_zone, to_schema
+from transforms._jsonpath import UnsupportedJsonPath, compile_path
+from transforms._jsonpath_catalyst import unsupported_member
 
 _JSON_SOURCE_TYPES = ("string", "binary")
 _JSON_SOURCE_PREFIXES = ("array<", "map<", "struct<")
+_GROUP = 4  # columns per group of selects (see JsonPath._stages)
 
 
 class JsonPathColumn(BaseModel):
@@ -48,6 +51,7 @@ class JsonPathColumn(BaseModel):
     column_error_handle_way: Literal["FAIL", "SKIP", "SKIP_ROW"] | None = Field(
         None, description="On a bad value in this column: FAIL, SKIP (null) or SKIP_ROW; overrides row_error_handle_way."
     )
+    _time: bool = PrivateAttr(False)  # dest_type "time": carried as a string, checked as HH:mm:ss[.fraction]
 
     _upper = field_validator("column_error_handle_way", mode="before")(lambda cls, v: upper(v))
 
@@ -56,13 +60,31 @@ class JsonPathColumn(BaseModel):
     def _path(cls, v: str) -> str:
         if not v.startswith("$"):
             raise ValueError(f'path {v!r} must start with "$" (the document root), e.g. "$.data.id"')
-        compile_path(v)  # syntax errors are config errors
+        path = compile_path(v)  # syntax errors and refused features are config errors
+        name = unsupported_member(path)
+        if name is not None:
+            raise UnsupportedJsonPath(
+                f"path {v!r}: the member name {name!r} cannot be written in Spark's JSON path syntax "
+                "(empty, a leading blank or '*', or both a quote and '.' or '[')"
+            )
         return v
 
     @field_validator("dest_type", mode="before")
     @classmethod
     def _type(cls, v: Any) -> str:
         return spark_type(v)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _remember_time(cls, data: Any, handler: Any) -> "JsonPathColumn":
+        column = handler(data)
+        raw = data.get("dest_type") if isinstance(data, dict) else None
+        column._time = isinstance(raw, str) and raw.strip().lower() == "time"
+        return column
+
+    @property
+    def time(self) -> bool:
+        return self._time
 
 
 class JsonPathOptions(MultiTableTransformOptions):
@@ -83,6 +105,16 @@ class JsonPathOptions(MultiTableTransformOptions):
                 raise ValueError(f"two columns write dest_field {d!r}; dest fields must be unique")
         return self
 
+    def disposition(self, column: JsonPathColumn) -> str:
+        """What a bad value in ``column`` does: "null" (column SKIP), "drop" (the row) or "fail"."""
+        if column.column_error_handle_way == "SKIP":
+            return "null"
+        if column.column_error_handle_way == "SKIP_ROW":
+            return "drop"
+        if column.column_error_handle_way == "FAIL" or self.row_error_handle_way == "FAIL":
+            return "fail"
+        return "drop"
+
 
 @register
 class JsonPath(Transform):
@@ -90,12 +122,25 @@ class JsonPath(Transform):
     seatunnel_page = "transform-v2/jsonpath.md"
     Options = JsonPathOptions
     description = "Extracts values from JSON fields into new fields with JSONPath."
-    execution = "python"
-
-    def reads_metadata(self) -> frozenset[str]:
-        return frozenset()  # reads its source fields only
+    execution = "expression"
     chainable = True
     max_inputs = 1
+
+    @classmethod
+    def seatunnel_notes(cls) -> list[str]:
+        from transforms._jsonpath import _FEATURE
+
+        refused = ", ".join(sorted(_FEATURE.values())) + ", unions of members or indexes"
+        return [
+            "Paths: every `path` compiles to Spark expressions (`get_json_object`, VARIANT; a Catalyst segment, no "
+            "Python pass). Definite paths (`$`, `.name`, `['name']`, `[n]`, `[-n]`; all of the page's examples) are "
+            f"evaluated with Jayway's result. Refused at plan time, with the path named: {refused}; extract the "
+            "enclosing object or array and process it downstream.",
+            "",
+        ]
+
+    def reads_metadata(self) -> frozenset[str]:
+        return frozenset()  # reads its source fields only; metadata passes through
 
     def transform_table(self, table: TableSchema, options: PluginOptions) -> TableSchema:
         assert isinstance(options, JsonPathOptions)
@@ -111,210 +156,161 @@ class JsonPath(Transform):
                 )
         return append_columns(table, [Column(c.dest_field, c.dest_type) for c in options.columns])
 
-    def arrow_function(self, ctx, table, options):
-        """One function per table: evaluates every column's path on each row.
+    def apply(self, ctx, df, table, options):
+        """A few selects, each computing its expressions once (Catalyst keeps a select apart when its
+        expensive columns are read several times): the sources as JSON text; then per group of
+        columns get_json_object, a full parse only where it found nothing, the texts and path
+        errors, the values, their errors, and when a bad value can drop the row or fail the job, a
+        generator that keeps the row (or raises), all in the same stage. The expressions are built
+        once per table (a chain is applied every epoch)."""
+        from pyspark import SparkContext
 
-        Everything the workers need (compiled paths, Arrow types, the session
-        time zone for timestamps) is computed here, on the driver.
-        """
         assert isinstance(options, JsonPathOptions)
+        sc = SparkContext._active_spark_context
+        key = (id(sc._gateway) if sc is not None else 0, ctx.vertex_id, table, options.model_dump_json())
+        cache = self.__dict__.setdefault("_stage_cache", {})
+        stages = cache.get(key)
+        if stages is None:
+            if len(cache) > 256:
+                cache.clear()
+            stages = cache[key] = self._stages(ctx, table, options)
+        for columns in stages:
+            df = df.select(*columns)
+        return df
+
+    def _stages(self, ctx, table: TableSchema, options: JsonPathOptions) -> list[list[Any]]:
+        """The selects ``apply`` runs, in order, each a list of column expressions."""
+        from streaming_engine.runtime import rows
+        from transforms._jsonpath_catalyst import source_json
+
         out = self.transform_table(table, options)
-        schema = arrow_schema(out, ctx)
-        specs = tuple(
-            _Spec(c.src_field, c.dest_field, compile_path(c.path), schema.field(c.dest_field).type, c.column_error_handle_way)
-            for c in options.columns
-        )  # fmt: skip
-        return JsonPathFunction(ctx.vertex_id, table.table_id, specs, options.row_error_handle_way, schema, session_time_zone(ctx))
+        types = {c.name: c.type for c in table.columns}
+        dtypes = {f.name: f.dataType for f in rows.table_struct(out, meta=False).fields}
+        names = [*rows.META, *table.names]  # the columns every select passes on, then its own
+        taken = set(names)
 
+        def free(base: str) -> str:
+            name, n = base, 0
+            while name in taken:
+                n += 1
+                name = f"{base}_{n}"
+            taken.add(name)
+            return name
 
-class BadValue(Exception):
-    """A value the JsonPath transform cannot read or convert (handled by the error ways)."""
+        def ref(name: str) -> Any:
+            return rows.column(name)
 
+        stages: list[list[Any]] = []
 
-@dataclass(frozen=True)
-class _Spec:
-    src: str
-    dest: str
-    path: Path
-    type: Any  # pyarrow DataType of dest
-    way: str | None  # column_error_handle_way
+        def select(new: list[tuple[str, Any]]) -> None:
+            stages.append([*[ref(n) for n in names], *[c.alias(n) for n, c in new]])
+            names.extend(n for n, _ in new)
 
+        # 1. every source field as JSON text, once
+        docs: dict[str, Any] = {}
+        first = []
+        for c in options.columns:
+            if c.src_field in docs:
+                continue
+            if types[c.src_field] == "string":
+                docs[c.src_field] = ref(c.src_field)
+            else:
+                name = free("__jsonpath_doc")
+                first.append((name, source_json(ref(c.src_field), types[c.src_field])))
+                docs[c.src_field] = ref(name)
+        if first:
+            select(first)
+        # 2-7 per group of columns: each group ends in a generator when it has more than SKIP to do or
+        # another group follows, and Spark generates a method of its own for what comes after a
+        # generator; so the generated code stays under the JIT's limit however many columns there
+        # are (HotSpot does not compile a method past 8000 bytes of bytecode: it runs interpreted).
+        # A row a group drops or fails never reaches the next: the first bad column still decides.
+        cols = [(c, compile_path(c.path)) for c in options.columns]
+        groups = [cols[i : i + _GROUP] for i in range(0, len(cols), _GROUP)]
+        values: list[tuple[JsonPathColumn, str]] = []
+        for g, group in enumerate(groups):
+            values += self._group(ctx, table, options, group, docs, dtypes, ref, free, select, last=g == len(groups) - 1)
+        # a value is null when its column has an error (convert's contract): a column that SKIPs
+        # needs no error at all
+        outputs = [*[ref(n) for n in (*rows.META, *table.names)], *[ref(v).alias(c.dest_field) for c, v in values]]
+        stages.append(outputs)
+        return stages
 
-@dataclass(frozen=True)
-class JsonPathFunction:
-    """RecordBatch -> RecordBatch: the input columns, then one new column per spec."""
+    def _group(self, ctx, table, options, group, docs, dtypes, ref, free, select, last: bool):
+        """The selects of one group of columns; returns (column, name of its value)."""
+        from pyspark.sql import functions as F
 
-    vertex_id: str
-    table_id: str
-    specs: tuple[_Spec, ...]
-    row_way: str
-    schema: Any  # output pyarrow Schema
-    time_zone: str
+        from transforms._jsonpath_catalyst import Node, convert, extract, leaf_variant, needs_kind, probe, raw_text
 
-    def __call__(self, batch):
-        import pyarrow as pa
+        # 2. get_json_object per column
+        raws = [free("__jsonpath_raw") for _ in group]
+        select([(r, raw_text(docs[c.src_field], p)) for (c, p), r in zip(group, raws)])
+        # 3. where get_json_object found nothing (or "null"): what a full parse finds there; and the
+        #    value's VARIANT where the conversion looks at the JSON type of every value
+        third, founds, leaves = [], [], []
+        for (c, p), raw in zip(group, raws):
+            founds.append(free("__jsonpath_found"))
+            third.append((founds[-1], probe(docs[c.src_field], ref(raw), p)))
+            leaves.append(free("__jsonpath_leaf") if needs_kind(dtypes[c.dest_field]) else None)
+            if leaves[-1]:
+                third.append((leaves[-1], F.when(ref(raw).isNotNull(), leaf_variant(docs[c.src_field], p))))
+        select(third)
+        # 4. the text (null for a JSON null) and the path's error
+        fourth, texts, path_errors = [], [], []
+        for (c, p), raw, found in zip(group, raws, founds):
+            extracted = extract(docs[c.src_field], ref(raw), ref(found), p)
+            texts.append(free("__jsonpath_text"))
+            path_errors.append(free("__jsonpath_path_error"))
+            fourth += [(texts[-1], extracted.node.text), (path_errors[-1], extracted.error)]
+        select(fourth)
+        # 5. the values; 6. their errors (from the values computed before: no conversion twice)
+        fifth, converted, values = [], [], []
+        for (c, p), text, leaf in zip(group, texts, leaves):
+            if leaf is None:  # the VARIANT, parsed only on the rows that need the JSON type
+                node = Node(ref(text), leaf_variant(docs[c.src_field], p))
+            else:
+                node = Node(ref(text), ref(leaf), F.schema_of_variant(ref(leaf)))
+            converted.append(convert(node, dtypes[c.dest_field], time=c.time))
+            values.append(free("__jsonpath_value"))
+            fifth.append((values[-1], converted[-1].value))
+        select(fifth)
+        checked = [
+            (c, F.coalesce(ref(perr), conv.error_of(ref(v))))
+            for (c, p), conv, perr, v in zip(group, converted, path_errors, values)
+            if options.disposition(c) != "null"
+        ]
+        fate = None
+        if checked:
+            errors = [(c, free("__jsonpath_error")) for c, e in checked]
+            select([(name, e) for (c, name), (_, e) in zip(errors, checked)])
+            # 7. the row's fate: the first bad column (in order) that does not SKIP decides
+            for c, e in errors:
+                if options.disposition(c) == "fail":
+                    message = self._message(ctx, table, c, ref(e), docs[c.src_field])
+                    outcome = F.raise_error(message).cast("array<boolean>")
+                else:
+                    outcome = F.array().cast("array<boolean>")
+                fate = F.when(ref(e).isNotNull(), outcome) if fate is None else fate.when(ref(e).isNotNull(), outcome)
+            fate = fate.otherwise(F.array(F.lit(True)))  # type: ignore[union-attr]
+        elif not last:
+            fate = F.array(F.lit(True))
+        if fate is not None:
+            # explode: a row goes on once, or not at all (a generator: Catalyst computes what it reads
+            # once, before it, where a filter would get the expressions copied into its condition)
+            select([(free("__jsonpath_keep"), F.explode(fate))])
+        return [(c, v) for (c, p), v in zip(group, values)]
 
-        n = batch.num_rows
-        sources = {}
-        for src in dict.fromkeys(s.src for s in self.specs):
-            column = batch.column(batch.schema.get_field_index(src))
-            sources[src] = (column.to_pylist(), column.type)
-        values: dict[str, list] = {s.dest: [None] * n for s in self.specs}
-        keep = [True] * n
-        for i in range(n):
-            documents: dict[str, Any] = {}
-            for s in self.specs:
-                try:
-                    if s.src not in documents:
-                        source_values, source_type = sources[s.src]
-                        documents[s.src] = _document(source_values[i], source_type)
-                    doc = documents[s.src]
-                    if isinstance(doc, BadValue):
-                        raise doc
-                    if doc is not None:
-                        try:
-                            found = s.path.read(doc)
-                        except PathNotFound as e:
-                            raise BadValue(str(e)) from None
-                        values[s.dest][i] = _convert(found, s.type, self.time_zone)
-                except BadValue as e:
-                    documents.setdefault(s.src, e)
-                    way = s.way or self.row_way
-                    if way == "FAIL":
-                        raise failure(
-                            self.vertex_id, self.table_id,
-                            f"column {s.dest!r} (path {s.path.text!r} of field {s.src!r}): {e}",
-                        ) from None  # fmt: skip
-                    if way == "SKIP" and s.way == "SKIP":
-                        values[s.dest][i] = None  # column-level SKIP: null in this column
-                    else:
-                        keep[i] = False  # SKIP_ROW, or row-level SKIP
-        columns = {f.name: batch.column(j) for j, f in enumerate(batch.schema)}
-        for s in self.specs:
-            try:
-                columns[s.dest] = pa.array(values[s.dest], type=s.type)
-            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:  # pragma: no cover - _convert checks
-                raise failure(self.vertex_id, self.table_id, f"column {s.dest!r}: {e}") from None
-        out = to_schema(columns, self.schema, f"{self.vertex_id} (JsonPath)")
-        if not all(keep):
-            out = out.filter(pa.array(keep))
-        return out
+    @staticmethod
+    def _message(ctx, table: TableSchema, c: JsonPathColumn, error, doc):
+        from pyspark.sql import functions as F
 
+        from transforms._runtime import TERMINAL
 
-def _document(value: Any, arrow_type: Any) -> Any:
-    """The JSON document of a source value: parsed text, or the value as JSON data.
+        # on a line of its own, shaped "<Name>Failure: message", so the pipeline's error summary reports it
+        head = (
+            f"\nJsonPathFailure: {TERMINAL} {ctx.vertex_id} on table {table.table_id}: "
+            f"column {c.dest_field!r} (path {c.path!r} of field {c.src_field!r}): "
+        )
+        value = F.when(F.length(doc) > 256, F.concat(doc.substr(1, 253), F.lit("..."))).otherwise(doc)
+        return F.concat(F.lit(head), error, F.lit("; value: "), value)
 
-    As SeaTunnel: strings and bytes are parsed; arrays and maps are taken as JSON
-    arrays and objects; a row (struct) becomes the array of its field values.
-    """
-    import pyarrow as pa
-
-    if value is None:
-        return None
-    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
-        return _parse(value)
-    if pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type):
-        try:
-            return _parse(bytes(value).decode("utf-8"))
-        except UnicodeDecodeError as e:
-            raise BadValue(f"the bytes are not UTF-8 text: {e}") from None
-    data = _jsonable(value, arrow_type)
-    if pa.types.is_struct(arrow_type):
-        return list(data.values())
-    return data
-
-
-def _parse(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError as e:
-        short = text if len(text) <= 80 else text[:77] + "..."
-        raise BadValue(f"not valid JSON ({e.args[0] if e.args else e}): {short!r}") from None
-
-
-def _jsonable(value: Any, t: Any) -> Any:
-    import pyarrow as pa
-
-    if value is None:
-        return None
-    if pa.types.is_struct(t):
-        return {t.field(k).name: _jsonable(value.get(t.field(k).name), t.field(k).type) for k in range(t.num_fields)}
-    if pa.types.is_map(t):
-        return {str(k): _jsonable(v, t.item_type) for k, v in value}
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return [_jsonable(v, t.value_type) for v in value]
-    if isinstance(value, decimal.Decimal):
-        return float(value) if value != value.to_integral_value() else int(value)
-    if isinstance(value, (dt.date, dt.datetime, dt.time)):
-        return value.isoformat()
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode("ascii")
-    return value
-
-
-def _text(v: Any) -> str:
-    if isinstance(v, str):
-        return v
-    return json.dumps(v, separators=(",", ":"), ensure_ascii=False)
-
-
-def _convert(v: Any, t: Any, tz: str) -> Any:
-    """A JSONPath result as a Python value of Arrow type ``t``; BadValue when it does not fit."""
-    import pyarrow as pa
-
-    if v is None:
-        return None
-    try:
-        if pa.types.is_string(t) or pa.types.is_large_string(t):
-            return _text(v)
-        if pa.types.is_boolean(t):
-            return v if isinstance(v, bool) else _text(v).strip().lower() == "true"  # Boolean.parseBoolean
-        if pa.types.is_integer(t):
-            if isinstance(v, bool) or isinstance(v, (dict, list)):
-                raise BadValue(f"cannot convert {_text(v)} to {t}")
-            n = int(v) if isinstance(v, (int, float)) else int(str(v).strip())
-            bits = t.bit_width - 1
-            if not -(2**bits) <= n < 2**bits:
-                raise BadValue(f"{n} is out of range for {t}")
-            return n
-        if pa.types.is_floating(t):
-            if isinstance(v, bool) or isinstance(v, (dict, list)):
-                raise BadValue(f"cannot convert {_text(v)} to {t}")
-            return float(v) if isinstance(v, (int, float)) else float(str(v).strip())
-        if pa.types.is_decimal(t):
-            if isinstance(v, bool) or isinstance(v, (dict, list)):
-                raise BadValue(f"cannot convert {_text(v)} to {t}")
-            d = decimal.Decimal(str(v).strip()).quantize(decimal.Decimal(1).scaleb(-t.scale), rounding=decimal.ROUND_HALF_UP)
-            if len(d.as_tuple().digits) > t.precision:
-                raise BadValue(f"{v} does not fit decimal({t.precision},{t.scale})")
-            return d
-        if pa.types.is_date(t):
-            return dt.date.fromisoformat(str(v).strip())
-        if pa.types.is_timestamp(t):
-            ts = dt.datetime.fromisoformat(str(v).strip())
-            if t.tz is None:  # timestamp_ntz
-                return ts.replace(tzinfo=None) if ts.tzinfo else ts
-            if ts.tzinfo is None:
-                from zoneinfo import ZoneInfo
-
-                ts = ts.replace(tzinfo=ZoneInfo(tz))  # a local time of the session time zone, as Spark reads it
-            return ts.astimezone(dt.timezone.utc)
-        if pa.types.is_binary(t) or pa.types.is_large_binary(t):
-            return base64.b64decode(str(v), validate=True)
-        if pa.types.is_list(t) or pa.types.is_large_list(t):
-            if not isinstance(v, list):
-                raise BadValue(f"{_text(v)} is not a JSON array")
-            return [_convert(x, t.value_type, tz) for x in v]
-        if pa.types.is_map(t):
-            if not isinstance(v, dict):
-                raise BadValue(f"{_text(v)} is not a JSON object")
-            return [(_convert(k, t.key_type, tz), _convert(x, t.item_type, tz)) for k, x in v.items()]
-        if pa.types.is_struct(t):
-            if not isinstance(v, dict):
-                raise BadValue(f"{_text(v)} is not a JSON object")
-            return {t.field(k).name: _convert(v.get(t.field(k).name), t.field(k).type, tz) for k in range(t.num_fields)}
-    except BadValue:
-        raise
-    except (ValueError, TypeError, ArithmeticError) as e:
-        raise BadValue(f"cannot convert {_text(v)!s:.80} to {t}: {e}") from None
-    raise BadValue(f"unsupported destination type {t}")  # pragma: no cover

@@ -59,7 +59,7 @@ def test_every_option_has_a_description(kind, name):
 def test_transform_traits(name):
     cls = TRANSFORMS.find(name)
     assert cls.chainable is True
-    expected = {"Python": "python", "JsonPath": "python", "TableRename": "table", "TableMerge": "table"}.get(name, "expression")
+    expected = {"Python": "python", "TableRename": "table", "TableMerge": "table"}.get(name, "expression")
     assert cls.execution == expected
     if name == "TableMerge":
         assert cls.max_inputs > 1  # may pool tables of several datasets

@@ -1,5 +1,6 @@
-"""Python (pandas and arrow api) and JsonPath at run time: three Python transforms in a row
-run as ONE fused mapInArrow pass, as the physical plan says."""
+"""Python (pandas and arrow api) and JsonPath at run time: Python, JsonPath, Python in a row
+are three segments of one chain (Python pass, Catalyst expressions, Python pass), as the
+physical plan says: JsonPath runs as Spark expressions between the two Python passes."""
 
 from pyspark.sql import functions as F
 
@@ -35,7 +36,7 @@ transform {
       { src_field = payload, path = "$.price", dest_field = price, dest_type = "decimal(6,2)" },
       { src_field = payload, path = "$.user.tags", dest_field = tags, dest_type = "array<string>" },
       { src_field = payload, path = "$.when", dest_field = seen, dest_type = timestamp },
-      { src_field = payload, path = "$..name", dest_field = names }
+      { src_field = payload, path = "$.user", dest_field = user }
     ]
   }
   Python {
@@ -50,14 +51,16 @@ sink {
 """
 
 
-def test_consecutive_python_transforms_are_one_fused_pass(tmp_path):
+def test_jsonpath_between_python_transforms_is_a_catalyst_segment(tmp_path):
     job = compile_text(JOB, variables={"work": str(tmp_path)})
     [pipeline] = job.physical.pipelines
     [chain] = [s for s in pipeline.stages if s.kind == "transform-chain"]
     segments = chain.detail["segments"]
-    assert [(s["segment"], len(s["members"])) for s in segments] == [("python", 3)]
+    assert [(s["segment"], s["members"]) for s in segments] == [
+        ("python", ["Python#2"]), ("catalyst", ["JsonPath#3"]), ("python", ["Python#4"]),
+    ]  # fmt: skip
     assert segments[0]["operator"] == "ONE fused mapInArrow pass"
-    assert "1 Python pass(es)" in chain.operator
+    assert "2 Python pass(es)" in chain.operator
 
 
 def test_python_and_jsonpath_results(spark, run_job_text):
@@ -65,7 +68,7 @@ def test_python_and_jsonpath_results(spark, run_job_text):
     assert ran.result.status == "FINISHED", ran.result.error
     df = ran.delta(spark, "events")
     assert df.columns == [
-        "id", "qty", "label", "payload", "score", "user_name", "first_tag", "extra", "price", "tags", "seen", "names", "total",
+        "id", "qty", "label", "payload", "score", "user_name", "first_tag", "extra", "price", "tags", "seen", "user", "total",
     ]  # fmt: skip
     types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
     assert (types["score"], types["extra"], types["price"], types["tags"], types["seen"], types["total"]) == (
@@ -81,10 +84,10 @@ def test_python_and_jsonpath_results(spark, run_job_text):
     ]
     assert got == [
         {"id": 1, "qty": 2, "label": "A", "score": 3.0, "user_name": "ann", "first_tag": "x", "extra": 5, "price": "3.25",
-         "tags": ["x", "y"], "seen": "2024-01-15 10:30:00", "names": '["ann"]', "total": 7},
+         "tags": ["x", "y"], "seen": "2024-01-15 10:30:00", "user": '{"name":"ann","tags":["x","y"]}', "total": 7},
         # no tags[0] and "oops" is no int: bad values, the columns' SKIP gives nulls and the row stays
         {"id": 2, "qty": 3, "label": "B", "score": 4.5, "user_name": "bob", "first_tag": None, "extra": None, "price": "1.00",
-         "tags": [], "seen": None, "names": '["bob"]', "total": 3},
+         "tags": [], "seen": None, "user": '{"name":"bob","tags":[]}', "total": 3},
         # id 3: dropped by the pandas function (no payload); id 4: not JSON, the row-level SKIP drops it
     ]  # fmt: skip
 
