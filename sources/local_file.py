@@ -15,8 +15,10 @@ Output schema (one table, named ``schema.table`` > ``plugin_output`` > "default"
 ``parse_partition_from_path`` (default true): the Hive-style ``key=value``
 directories between ``path`` and the first file found at plan time add one
 ``string`` column each, after the columns (SeaTunnel's rule: do not declare
-them in ``schema``; a declared one keeps its declared type); Spark's partition
-discovery fills them per file. ``false``: no partition columns.
+them in ``schema``; a declared one keeps its declared type); each file's value is
+parsed from its own path (null where the path has no such folder). Files are
+listed at any depth under ``path``, as SeaTunnel does (Spark alone would read
+``key=value`` folders only). ``false``: no partition columns.
 
 Run time (:meth:`LocalFile.read`): Spark's file stream source over ``path`` (a
 directory, or one file) with the plan-time schema: every micro-batch takes the
@@ -53,9 +55,10 @@ HH:mm:ss`` and ISO-8601 forms); ``time_format`` (``HH:mm:ss`` or
 it and carried as text in that form (unparsable: null; json times are kept as
 written, as SeaTunnel's json reader ignores it); ``encoding`` (json, csv, xml;
 text files must be UTF-8: another encoding is refused, Spark's text reader
-decodes UTF-8 only); ``file_filter_pattern`` -> a regex over file
-names (rows of other files are dropped: those files are still listed, and
-count against ``max_files_per_trigger``); ``filename_extension`` -> only files
+decodes UTF-8 only); ``file_filter_pattern`` -> a Java regex that
+must match a file's whole name, or, when the pattern starts with ``path``, its
+whole path from ``path`` on (SeaTunnel's rule; rows of other files are dropped:
+those files are still listed, and count against ``max_files_per_trigger``); ``filename_extension`` -> only files
 whose names end with it (a leading "." is added when missing) are read
 (``pathGlobFilter``); ``xml_row_tag`` -> ``rowTag`` and ``xml_use_attr_format``
 (both required for xml, as in SeaTunnel): true reads each field from the row
@@ -76,6 +79,7 @@ import os
 import re
 from dataclasses import replace
 from typing import Any, ClassVar, Iterator, Literal
+from urllib.parse import urlparse
 
 from pydantic import AliasChoices, Field, field_validator, model_validator
 
@@ -137,7 +141,7 @@ class LocalFileSourceOptions(SourceOptions):
     xml_use_attr_format: bool | None = Field(
         None, description="xml: true reads fields from the row element's attributes, false from its child elements (required for xml)."
     )
-    file_filter_pattern: str | None = Field(None, description="Regex over file names; only matching files are read.")
+    file_filter_pattern: str | None = Field(None, description="Regex a file's whole name must match (its path from `path` on, when the pattern starts with `path`); other files are not read.")
     filename_extension: str | None = Field(
         None, min_length=1, description='Read only files whose names end with this extension, e.g. "csv" or ".txt".'
     )
@@ -417,6 +421,59 @@ def _partition_keys(o: LocalFileSourceOptions) -> list[str]:
     return [c.name for c in partition_columns(path, first)] if first else []
 
 
+def _filtered_part(file_path: str, base: str, pattern: str) -> str:
+    """What ``file_filter_pattern`` must match in full (SeaTunnel's
+    AbstractReadStrategy.filterFileByPattern): the path from ``base`` on when
+    the pattern starts with ``base``, else the file name."""
+    if base and pattern.startswith(base):
+        return file_path[max(file_path.find(base), 0):]
+    return os.path.basename(file_path)
+
+
+def _decoded_path() -> Any:
+    """The file's path from ``_metadata`` (a URI, %XX-encoded; a '+' is literal), decoded."""
+    from pyspark.sql import functions as F
+
+    return _decoded(F.parse_url(F.col("_metadata.file_path"), F.lit("PATH")))
+
+
+def _decoded(c: Any) -> Any:
+    from pyspark.sql import functions as F
+
+    return F.url_decode(F.replace(c, F.lit("+"), F.lit("%2B")))
+
+
+def _base(path: str) -> str:
+    """The path part of the source's ``path`` option (as it appears in a file's path)."""
+    return urlparse(path).path if "://" in path or path.startswith("file:") else path
+
+
+def _file_filter(base: str, pattern: str) -> Any:
+    """:func:`_filtered_part` as a Spark condition over ``_metadata``."""
+    from pyspark.sql import functions as F
+
+    if base and pattern.startswith(base):
+        path = _decoded_path()
+        part = F.substring(path, F.greatest(F.instr(path, _base(base)), F.lit(1)), 1 << 30)
+    else:
+        part = _decoded(F.col("_metadata.file_name"))
+    return part.rlike(f"^(?:{pattern})\\z")
+
+
+def _partition_values(base: str, keys: list[str]) -> dict[str, Any]:
+    """The ``key=value`` directories under ``base`` in each file's path, as
+    string columns (null where a file's path has no such directory)."""
+    from pyspark.sql import functions as F
+
+    path = _decoded_path()
+    under = F.substring(path, F.instr(path, _base(base)) + len(_base(base)), 1 << 30)
+    out = {}
+    for key in keys:
+        rx = f"(?:^|/){re.escape(key)}=([^/]*)/"
+        out[key] = F.when(under.rlike(rx), F.regexp_extract(under, rx, 1))
+    return out
+
+
 def _first_file(path: str, pattern: str | None, suffix: str | None) -> str | None:
     """``path`` if it is a file, else the first data file under it (sorted, recursive),
     skipping what the source skips (hidden and bookkeeping files, other names)."""
@@ -431,7 +488,7 @@ def _first_file(path: str, pattern: str | None, suffix: str | None) -> str | Non
         for f in sorted(files):
             if f.startswith((".", "_")) or f.endswith(".crc") or (suffix and not f.endswith(suffix)):
                 continue
-            if rx is not None and not rx.search(f):
+            if rx is not None and not rx.fullmatch(_filtered_part(os.path.join(root, f), path, pattern or "")):
                 continue
             return os.path.join(root, f)
     return None
@@ -445,12 +502,15 @@ def _read_table(ctx: Any, o: LocalFileSourceOptions, table: TableSchema, full: T
     from streaming_engine.runtime import rows as envelope
 
     data, partitions = full.columns[:n_data], full.columns[n_data:]
+    data_names = {c.name for c in data}
     fmt = o.file_format_type or ""
     path = o.path or ""
     if "://" not in path and not path.startswith("file:") and not os.path.exists(path):
         raise EngineError("RUNTIME.FAILED", {"detail": f"LocalFile source: path {path!r} does not exist"})
     directory, glob = _directory_and_filter(path, o.suffix)
-    r = ctx.spark.readStream
+    # every file under the directory, at any depth (SeaTunnel lists recursively; Spark
+    # would read key=value folders only); partition values are parsed from the paths
+    r = ctx.spark.readStream.option("recursiveFileLookup", "true")
     if glob is not None:
         r = r.option("pathGlobFilter", glob)
     if o.max_files_per_trigger:
@@ -470,39 +530,42 @@ def _read_table(ctx: Any, o: LocalFileSourceOptions, table: TableSchema, full: T
         r = r.option("escape", '"')  # quotes inside quoted values are doubled (RFC 4180, SeaTunnel's csv)
         if o.null_format is not None:
             r = r.option("nullValue", o.null_format)
-    # Spark reads what the schema it is given names; partition columns (string) are filled from the path
+    # Spark reads what the schema it is given names; partition columns are filled from the paths
     if fmt == "text":
-        read_as = (Column("value", "string"), *partitions)
+        read_as: tuple[Column, ...] = (Column("value", "string"),)
     elif fmt == "xml" and o.xml_use_attr_format:
-        read_as = (*[replace(c, name=f"_{c.name}") for c in data], *partitions)  # attributePrefix "_"
+        read_as = tuple(replace(c, name=f"_{c.name}") for c in data)  # attributePrefix "_"
         r = r.option("rowTag", o.xml_row_tag)
     elif fmt == "xml":
-        read_as = full.columns
+        read_as = data
         r = r.option("rowTag", o.xml_row_tag).option("excludeAttribute", "true")
     else:
-        read_as = full.columns
+        read_as = data
     struct = envelope.table_struct(TableSchema(table.table_id, tuple(read_as)), meta=False)
     df = r.format(fmt).schema(struct).load(directory)
+    keep = [c.name for c in partitions]
+    from_path = [*keep, *(k for k in (_partition_keys(o) if o.parse_partition_from_path else []) if k in data_names)]
+    if from_path:
+        df = df.withColumns(_partition_values(path, from_path))
 
     if o.file_filter_pattern:
-        df = df.where(F.col("_metadata.file_name").rlike(o.file_filter_pattern))
+        df = df.where(_file_filter(o.path or "", o.file_filter_pattern))
     mtime = F.unix_millis(F.col("_metadata.file_modification_time"))
     position = F.col("_metadata.row_index") if fmt == "parquet" else F.lit(0).cast("bigint")
-    keep = [c.name for c in partitions]
     if fmt == "text":
         if o.skip_header_row_number:
-            df = _skip_lines(df, o.skip_header_row_number, keep)
+            df = _skip_lines(df, o.skip_header_row_number, from_path)
             mtime, position = F.col("__mtime"), F.col("__pos")
         values = _text_columns(o, data)
     elif fmt == "xml" and o.xml_use_attr_format:
         values = {c.name: F.col(_q(f"_{c.name}")) for c in data}
     else:
         values = {c.name: F.col(_q(c.name)) for c in data}
+    for name in from_path:  # partition columns (a declared one: the path's value in its declared type)
+        values[name] = F.col(_q(name))
     if fmt in ("csv", "xml"):
         for name in _time_columns(o) & set(values):
             values[name] = _time(values[name], o.time_format)
-    for name in keep:
-        values[name] = F.col(_q(name))
     # the order of the files and of the rows in them, unless nothing reads it
     # (a streaming scan reads what its metadata columns need, used or not)
     seq = F.lit(None) if envelope.SEQ in ctx.unread_metadata else mtime * F.lit(1_000_000) + position

@@ -99,10 +99,11 @@ def test_a_parquet_scan_reads_row_positions_only_when_something_reads_the_order(
     from streaming_engine.runtime import rows
     from streaming_engine.runtime.context import SourceContext
 
-    pq.write_table(pa.table({"id": list(range(5))}), str(tmp_path / "part-0.parquet"))
+    (tmp_path / "in").mkdir()
+    pq.write_table(pa.table({"id": list(range(5))}), str(tmp_path / "in/part-0.parquet"))
     dag = compile_text(f"""
 env {{ job.name = order_or_not }}
-source {{ LocalFile {{ plugin_output = p, path = "{tmp_path}", file_format_type = parquet }} }}
+source {{ LocalFile {{ plugin_output = p, path = "{tmp_path}/in", file_format_type = parquet }} }}
 sink {{ Console {{ plugin_input = p }} }}
 """).dag
     lv = next(v for v in dag.vertices if v.kind == "source")
@@ -134,6 +135,7 @@ source {
     { path = "${work}/in/part", file_format_type = json, schema = { table = "in.part", fields { id = bigint, t = time } } },
     { path = "${work}/in/part", file_format_type = json, parse_partition_from_path = false
       schema = { table = "in.flat", fields { id = bigint } } },
+    { path = "${work}/in/part", file_format_type = json, schema = { table = "in.typed", fields { id = bigint, dt = int } } },
     { path = "${work}/in/csv", file_format_type = csv, field_delimiter = ";", time_format = "HH:mm:ss.SSS"
       schema = { table = "in.times", fields { id = bigint, t = time, note = string } } },
     { path = "${work}/in/xml", file_format_type = xml, xml_row_tag = ROW, xml_use_attr_format = true
@@ -193,6 +195,9 @@ def test_seatunnel_options_choose_and_parse_the_files(spark, run_job_text, tmp_p
     assert _rows(spark, tmp_path / "out/part", "id") == [
         {"id": 1, "t": "10:20:30", "dt": "2024", "region": "eu"}, {"id": 2, "t": "10:20", "dt": "2025", "region": "us"}]
     assert _rows(spark, tmp_path / "out/flat", "id") == [{"id": 1}, {"id": 2}]  # parse_partition_from_path = false
+    # a declared partition column keeps its declared type, its value from each file's path
+    assert _rows(spark, tmp_path / "out/typed", "id") == [
+        {"id": 1, "dt": 2024, "region": "eu"}, {"id": 2, "dt": 2025, "region": "us"}]
     times = [(r["id"], r["t"], r["note"]) for r in _rows(spark, tmp_path / "out/times", "id")]
     assert times == [(1, "10:20:30.123", 'x;"y"'), (2, None, "a\\b"), (3, None, None)]  # csv quotes as RFC 4180
     # xml: fields from the row element's attributes, or from its child elements
@@ -203,3 +208,43 @@ def test_seatunnel_options_choose_and_parse_the_files(spark, run_job_text, tmp_p
     assert sorted(r["id"] for r in _rows(spark, tmp_path / "out/gz")) == [1, 2]
     assert _rows(spark, tmp_path / "out/p", "a") == [{"a": 1}, {"a": 2}]  # footer schemas
     assert _rows(spark, tmp_path / "out/o") == [{"b": "x"}]
+
+
+# -- file_filter_pattern: SeaTunnel's rule (whole name, or whole path from `path` on) ------------------
+
+FILTERED = """
+env { job.name = files_filtered }
+source {
+  LocalFile { plugin_output = files, tables_configs = [
+    # the page's example 1 and 4: patterns that start with `path` match the path from there on
+    { path = "${work}/data/seatunnel", file_format_type = text, schema = { table = "f.txt" }
+      file_filter_pattern = "${work}/data/seatunnel/20241001/.*\\\\.txt" },
+    { path = "${work}/data/seatunnel", file_format_type = text, schema = { table = "f.csv" }
+      file_filter_pattern = "${work}/data/seatunnel/202410\\\\d*/.*\\\\.csv" },
+    # other patterns match the whole file name (not a part of it: "bc.*" matches none)
+    { path = "${work}/data/seatunnel", file_format_type = text, schema = { table = "f.abc" }, file_filter_pattern = "abc[h,g].*" },
+    { path = "${work}/data/seatunnel", file_format_type = text, schema = { table = "f.part" }, file_filter_pattern = "bc.*" },
+    { path = "${work}/data/seatunnel", file_format_type = text, schema = { table = "f.space" }, file_filter_pattern = "my file\\\\+1\\\\.csv" }
+  ] }
+}
+sink { LocalFile { plugin_input = files, path = "${work}/out/${table_name}", file_format_type = json } }
+"""
+
+
+def test_file_filter_pattern_matches_whole_names_or_paths_from_the_source_path(spark, run_job_text, tmp_path):
+    base = tmp_path / "data/seatunnel"
+    for name in ("20241001/report.txt", "20241007/abch202410.csv", "20241002/abcg202410.csv",
+                 "20241005/old_data.csv", "20241012/logo.png", "2023/my file+1.csv"):
+        _write(f"{base}/{name}", name + "\n")
+    ran = run_job_text(FILTERED)
+    assert ran.result.status == "FINISHED", ran.result.error
+
+    def lines(table):
+        files = (tmp_path / "out" / table).glob("part-*.json")
+        return sorted(json.loads(line)["content"] for f in files for line in f.read_text().splitlines())
+
+    assert lines("txt") == ["20241001/report.txt"]
+    assert lines("csv") == ["20241002/abcg202410.csv", "20241005/old_data.csv", "20241007/abch202410.csv"]
+    assert lines("abc") == ["20241002/abcg202410.csv", "20241007/abch202410.csv"]
+    assert lines("part") == []
+    assert lines("space") == ["2023/my file+1.csv"]  # names are matched decoded (a space, a literal '+')
