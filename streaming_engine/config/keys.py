@@ -6,16 +6,18 @@ import difflib
 from typing import Any
 
 
-def flatten_options(raw: dict[str, Any], known: set[str], prefix: str = "") -> dict[str, Any]:
+def flatten_options(raw: dict[str, Any], known: set[str], prefix: str = "", items: bool = True) -> dict[str, Any]:
     """Undo HOCON's nesting of dotted keys, guided by the known option names.
 
     ``{"row": {"num": 5}}`` becomes ``{"row.num": 5}`` when ``row.num`` is a
     known key; an object under a known key (``schema { ... }``) stays nested,
     unless some of its keys spell longer known keys (``rows`` and
     ``rows.per.batch`` are both options: the dotted ones are pulled out).
-    Lists of objects (``tables_configs``, ``table_transform``) are flattened
-    item by item against the same names. Unknown nested keys come out dotted,
-    so "unknown option" messages name them as the user wrote them.
+    Lists of objects of the top level (``tables_configs``, ``table_transform``)
+    are flattened item by item against the same names (``items``); values
+    inside an item (a FakeSource row's map value, say) are left as written.
+    Unknown nested keys come out dotted, so "unknown option" messages name them
+    as the user wrote them.
     """
     out: dict[str, Any] = {}
     for key, value in raw.items():
@@ -25,13 +27,15 @@ def flatten_options(raw: dict[str, Any], known: set[str], prefix: str = "") -> d
             if full in known:
                 inner = {k: v for k, v in value.items() if any(x == f"{full}.{k}" or x.startswith(f"{full}.{k}.") for x in longer)}
                 rest = {k: v for k, v in value.items() if k not in inner}
-                out.update(flatten_options(inner, known, full + "."))
+                out.update(flatten_options(inner, known, full + ".", items))
                 if rest:
                     out[full] = rest
             else:
-                out.update(flatten_options(value, known, full + "."))
+                out.update(flatten_options(value, known, full + ".", items))
+        elif items and isinstance(value, list):
+            out[full] = [flatten_options(v, known, items=False) if isinstance(v, dict) else v for v in value]
         else:
-            out[full] = _flatten_items(value, known)
+            out[full] = value
     return out
 
 
@@ -52,12 +56,6 @@ def dotted_map(value: Any, prefix: str = "") -> dict[str, str]:
         else:
             out[key] = str(v)
     return out
-
-
-def _flatten_items(value: Any, known: set[str]) -> Any:
-    if isinstance(value, list):
-        return [flatten_options(v, known) if isinstance(v, dict) else v for v in value]
-    return value
 
 
 def did_you_mean(key: str, known: set[str]) -> str:

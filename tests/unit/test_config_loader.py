@@ -309,3 +309,29 @@ def test_file_name_placeholders_are_not_job_variables():
     assert raw.blocks[1].options == {
         "file_name_expression": "${transactionId}_${now}_${uuid}", "partition_dir_expression": "${k0}=${v0}/${k1}",
     }
+
+
+def test_values_inside_list_items_are_kept_as_written():
+    """Items of a top-level list option (tables_configs) are options and have
+    their dotted keys undone; what is inside an item (a FakeSource row's map
+    values, whose keys may hold dots) is data and stays as written."""
+    from streaming_engine.job import compile_text
+
+    job = compile_text(
+        """
+        source { FakeSource {
+          plugin_output = fake
+          tables_configs = [{
+            row.num = 1
+            schema = { table = "t.m", fields { m = "map<string, map<string, int>>" } }
+            rows = [{ kind = INSERT, fields = [{ "a.b" = { c = 1 }, d = { "e.f" = 2 } }] }]
+          }]
+        } }
+        sink { Console { plugin_input = fake } }
+        """
+    )
+    [source] = [v for v in job.dag.vertices if v.kind == "source"]
+    [table] = source.plugin.options.tables_configs
+    assert table["row.num"] == 1 if isinstance(table, dict) else table.row_num == 1
+    rows = table["rows"] if isinstance(table, dict) else table.rows
+    assert rows[0].fields == [{"a.b": {"c": 1}, "d": {"e.f": 2}}]
