@@ -36,19 +36,32 @@ class _Strict(BaseModel):
 
 def spark_type(spec: Any) -> str:
     """SeaTunnel type (string or nested object) -> Spark DDL; ValueError when unknown."""
-    if isinstance(spec, str):
-        low = spec.strip().lower()
-        if low in _VECTOR_TYPES:
-            raise ValueError(f"type {spec!r} (a vector type) is not supported by this engine; use array<float> instead")
-        spec = _inline_rows(spec)
+    spec = _inline_all(spec)
     try:
         return normalize_type(spec)
     except SchemaError as e:
         raise ValueError(render(e.condition, e.params)) from None
 
 
+def _inline_all(spec: Any) -> Any:
+    """:func:`_inline_rows` in a type string, or in every string of a nested row object."""
+    if isinstance(spec, dict):
+        return {k: _inline_all(v) for k, v in spec.items()}
+    if isinstance(spec, str):
+        if spec.strip().lower() in _VECTOR_TYPES:
+            raise ValueError(f"type {spec!r} (a vector type) is not supported by this engine; use array<float> instead")
+        return _inline_rows(spec)
+    return spec
+
+
+def _unquote(s: str) -> str:
+    s = s.strip()
+    return s[1:-1].strip() if len(s) >= 2 and s[0] == s[-1] and s[0] in "\"`'" else s
+
+
 def _inline_rows(t: str) -> str:
-    """Rewrite ``{a = int, b = string}`` inside a type string as ``struct<a: int, b: string>``."""
+    """Rewrite a row inside a type string as ``struct<a: int, b: string>``: SeaTunnel's
+    JSON form ``{"a": "int", "b": "string"}`` or HOCON's ``{a = int, b = string}``."""
     start = t.find("{")
     if start < 0:
         return t
@@ -67,7 +80,7 @@ def _inline_rows(t: str) -> str:
                         name, sep, typ = part.partition(":")
                     if not sep:
                         raise ValueError(f"row field {part!r} in type {t!r} needs the form name = type")
-                    parts.append(f"{name.strip().strip('`')}: {_inline_rows(typ.strip())}")
+                    parts.append(f"{_unquote(name)}: {_inline_rows(_unquote(typ))}")
                 return t[:start] + f"struct<{', '.join(parts)}>" + _inline_rows(t[i + 1 :])
     raise ValueError(f"unbalanced braces in type {t!r}")
 

@@ -60,6 +60,18 @@ def test_doc_simple_example_with_inline_row_types():
     assert table.column("c_row").type == "struct<c_int: int, c_array: array<int>, c_decimal: decimal(30,8)>"
 
 
+def test_row_types_in_json_form_and_inside_nested_rows():
+    """SeaTunnel parses a row inside a type string as JSON ({"a": "int"}); the
+    HOCON form works too, also inside a nested row object's field types."""
+    fields = {
+        "c_map_json": 'map<string, {"c_int": "int", "c_dec": "decimal(10, 2)"}>',
+        "c_row": {"c_inner": "{x = int}", "c_deeper": {"m": 'map<string, {"y": "bigint"}>'}},
+    }
+    (table,) = make(schema={"fields": fields}).output().tables
+    assert table.column("c_map_json").type == "map<string,struct<c_int: int, c_dec: decimal(10,2)>>"
+    assert table.column("c_row").type == "struct<c_inner: struct<x: int>, c_deeper: struct<m: map<string,struct<y: bigint>>>>"
+
+
 def test_default_table_id_without_table_or_plugin_output():
     assert make(schema={"fields": {"a": "int"}}).output().table_ids == ("default",)
 
