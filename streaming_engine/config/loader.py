@@ -435,7 +435,7 @@ def _scan_hocon(text: str, variables: _Variables, file: str | None = None) -> tu
                 j += 1
             seg = text[i:j]
             too_long(len(seg) - 6)
-            out.append(_substitute_in_triple_quoted(seg, variables, line))
+            out.append(f'"{_EMPTY}"' if seg == '""""""' else _substitute_in_triple_quoted(seg, variables, line))
             line += seg.count("\n")
             i = j
             continue
@@ -443,7 +443,7 @@ def _scan_hocon(text: str, variables: _Variables, file: str | None = None) -> tu
             j = _QUOTED_BODY.match(text, i + 1).end()  # a quoted string ends at its line
             j += 1 if j < n and text[j] == '"' else 0
             too_long(j - i - 2)
-            out.append(_substitute_in_quoted(text[i:j], variables, line))
+            out.append(_quoted_for_pyhocon(_substitute_in_quoted(text[i:j], variables, line)))
             i = j
             continue
         # variables outside quotes
@@ -455,7 +455,7 @@ def _scan_hocon(text: str, variables: _Variables, file: str | None = None) -> tu
                     path_refs += 1
                     if path_refs > MAX_PATH_REFERENCES:
                         _fail("CONFIG.TOO_MANY_REFERENCES", {"limit": MAX_PATH_REFERENCES}, file, line)
-                out.append(json.dumps(v) if found else m.group(0))
+                out.append(_hocon_value(v) if found else m.group(0))
                 i = m.end()
                 continue
         if ch.isspace():  # a run of whitespace in one step
@@ -539,12 +539,46 @@ def _scan_hocon(text: str, variables: _Variables, file: str | None = None) -> tu
     return "".join(out), blocks
 
 
+# pyhocon drops "" from lists (it reads it as a trailing comma) and decodes
+# neither \uXXXX nor \/, \b, \f: the pass hands it empty strings as a mark
+# (turned back into "" by _plain) and these escapes decoded.
+_EMPTY = "\ue000\ue001"
+_ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{4}(?:\\u[0-9a-fA-F]{4})?|.)")
+_PYHOCON_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _quoted_for_pyhocon(seg: str) -> str:
+    """A quoted string as pyhocon reads it right (JSON's escapes; "" kept)."""
+    if seg == '""':
+        return f'"{_EMPTY}"'
+
+    def repl(m: re.Match) -> str:
+        e = m.group(0)
+        if e[1] == "u":
+            try:
+                return "".join(_PYHOCON_ESCAPES.get(c, c) for c in json.loads(f'"{e}"'))
+            except ValueError:  # not JSON's escape after all: left to pyhocon as written
+                return e
+        return {"\\/": "/", "\\b": "\b", "\\f": "\f"}.get(e, e)
+
+    return _ESCAPE.sub(repl, seg) if "\\" in seg else seg
+
+
+def _hocon_value(v: Any) -> str:
+    """A typed variable value as HOCON text (a quoted string, number, list ...)."""
+
+    def mark(x: Any) -> Any:
+        return _EMPTY if x == "" else [mark(y) for y in x] if isinstance(x, list) else x
+
+    return _quoted_for_pyhocon(json.dumps(mark(v), ensure_ascii=False))
+
+
 def _substitute_in_quoted(seg: str, variables: _Variables, line: int) -> str:
     """Substitute ``${x}`` inside a quoted string; the value is JSON-escaped."""
 
     def repl(m: re.Match) -> str:
         v = variables.value(m.group("name"), m.group("default"), line)
-        return m.group(0) if v is None else json.dumps(v)[1:-1]
+        return m.group(0) if v is None else json.dumps(v, ensure_ascii=False)[1:-1]
 
     return _VAR.sub(repl, seg)
 
@@ -673,6 +707,8 @@ def _plain(tree: Any, file: str | None, depth: int = 0, budget: list[int] | None
         return {k: _plain(v, file, depth + 1, budget) for k, v in tree.items()}
     if isinstance(tree, list):
         return [_plain(v, file, depth + 1, budget) for v in tree]
+    if isinstance(tree, str) and _EMPTY in tree:
+        return tree.replace(_EMPTY, "")
     return tree
 
 

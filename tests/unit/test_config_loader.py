@@ -335,3 +335,20 @@ def test_values_inside_list_items_are_kept_as_written():
     assert table["row.num"] == 1 if isinstance(table, dict) else table.row_num == 1
     rows = table["rows"] if isinstance(table, dict) else table.rows
     assert rows[0].fields == [{"a.b": {"c": 1}, "d": {"e.f": 2}}]
+
+
+def test_hocon_strings_read_as_json_reads_them():
+    """pyhocon alone drops "" from lists (positional FakeSource fields would
+    shift) and leaves \\uXXXX, \\/ undecoded; variable values keep non-ASCII text."""
+    raw = load_text(
+        r'''source { FakeSource {
+          plugin_output = ${N}, x = "a ${N}", y = "\u00e9\/\"\\u0041", emoji = "\ud83d\ude00", empty = ""
+          z = ["", "b", """""", ${E}, "${E}"], w = ${L}
+        } }''',
+        variables={"N": "café", "E": "", "L": '[a, ""]'},
+    )
+    opts = raw.section("source")[0].options
+    assert (opts["plugin_output"], opts["x"], opts["y"], opts["emoji"], opts["empty"]) == (
+        "café", "a café", 'é/"\\u0041', "\U0001F600", "")
+    assert opts["z"] == ["", "b", "", "", ""]
+    assert opts["w"] == ["a", ""]
