@@ -24,11 +24,14 @@ if TYPE_CHECKING:  # pragma: no cover
 def read(source: "Kafka", ctx: Any) -> "DataFrame":
     o = source.options
     r = ctx.spark.readStream.format("kafka").option("kafka.bootstrap.servers", o.bootstrap_servers)
+    from sources.kafka import CONSUMER_ENGINE
+
     for key, value in o.kafka_config.items():
-        r = r.option(f"kafka.{key}", value)
+        if key not in CONSUMER_ENGINE:  # read by group_offsets / commit_on_checkpoint; Spark refuses them
+            r = r.option(f"kafka.{key}", value)
     topics, patterns = _subscription(source)
-    if patterns:
-        r = r.option("subscribePattern", "|".join(f"(?:{p})" for p in [*patterns, *(_quote(t) for t in topics)]))
+    if patterns:  # anchored: Spark takes a topic when the pattern is found in its name, Kafka when it matches all of it
+        r = r.option("subscribePattern", "^(?:" + "|".join(f"(?:{p})" for p in [*patterns, *(_quote(t) for t in topics)]) + ")$")
     else:
         r = r.option("subscribe", ",".join(topics))
     for key, value in _starting(source, ctx, topics, patterns).items():

@@ -9,8 +9,13 @@ its checkpoint stands.
 Options (SeaTunnel's names and meanings):
 
 - ``topic`` (one, or a comma-separated list; with ``pattern = true`` a Java
-  regular expression), ``bootstrap.servers``, ``kafka.config`` (any consumer
-  setting, passed through as Spark's ``kafka.<name>``);
+  regular expression the whole topic name matches, as Kafka's consumer does;
+  Spark alone would take any topic containing a match), ``bootstrap.servers``,
+  ``kafka.config`` (consumer settings, passed through as Spark's
+  ``kafka.<name>``; ``auto.offset.reset`` serves ``group_offsets`` below and
+  ``enable.auto.commit`` is ``commit_on_checkpoint``'s business, so neither
+  reaches Spark, which refuses them; deserializers and interceptors are
+  refused: the engine decodes records by ``format``);
 - ``start_mode``: ``earliest``, ``latest``, ``group_offsets`` (the offsets
   ``consumer.group`` committed; partitions without one start at
   ``kafka.config.auto.offset.reset``, default ``latest``), ``specific_offsets``
@@ -98,6 +103,16 @@ def _format(v: Any) -> Any:
             raise ValueError(f"format {low!r} is not supported: {_UNSUPPORTED_FORMATS[low]}; use json, text or debezium_json")
         return low
     return v
+
+
+# consumer settings Spark's Kafka reader refuses: what the engine does instead
+CONSUMER_REFUSED = {
+    "key.deserializer": "records are read as bytes and decoded by `format`",
+    "value.deserializer": "records are read as bytes and decoded by `format`",
+    "interceptor.classes": "Spark's Kafka reader does not run consumer interceptors",
+}
+# consumer settings the engine reads itself and does not hand to Spark
+CONSUMER_ENGINE = ("auto.offset.reset", "enable.auto.commit")
 
 
 class KafkaTableConfig(BaseModel):
@@ -222,6 +237,14 @@ class KafkaSourceOptions(SourceOptions):
     @classmethod
     def _flat(cls, v: Any) -> Any:
         return dotted_map(v) if isinstance(v, dict) else v
+
+    @field_validator("kafka_config")
+    @classmethod
+    def _consumer_settings(cls, v: dict[str, Any]) -> dict[str, Any]:
+        for key in v:
+            if key in CONSUMER_REFUSED:
+                raise ValueError(f"kafka.config.{key} is not supported by this engine: {CONSUMER_REFUSED[key]}")
+        return v
 
     @field_validator("start_mode", mode="before")
     @classmethod

@@ -36,6 +36,12 @@ a file source example's input under the work directory (``${work}``, which
 ``replace`` puts in place of the page's paths); ``expect: {files: {glob, format,
 columns, count, text, names}}`` checks what a file sink example wrote. ``note`` says where the page itself
 is wrong and what the case checks instead.
+``kafka: {produce: {topic: [value, ...]}}`` runs the example against a real
+broker (started once per module): ``${kafka}`` is its address (``replace`` puts
+it in place of the page's), the topics are created and the values produced
+before the run (``group: {name: {topic: offset}}`` commits a consumer group's
+offsets first); ``expect: {kafka: {topic, count, keys}}`` checks the records a
+sink example wrote (JSON objects with those keys).
 A failing case names its page and example.
 """
 
@@ -159,8 +165,63 @@ def _text(v: Any) -> str:
     return str(v)
 
 
+@pytest.fixture(scope="module")
+def kafka_for_examples(tmp_path_factory):
+    from tests.components.kafka import KafkaBroker
+
+    with KafkaBroker(tmp_path_factory.mktemp("kafka")) as broker:
+        yield broker
+
+
+def _produce(broker, topics: dict[str, list[str]]) -> None:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "acks": "all"})
+    for topic, values in topics.items():
+        if topic not in broker.topics():
+            broker.create_topic(topic)
+        for v in values:
+            p.produce(topic, value=v.encode())
+    assert p.flush(30) == 0
+
+
+def _consume(broker, topic: str) -> list[bytes]:
+    """Every committed record of ``topic`` (read_committed: transaction markers
+    and aborted records are skipped, so positions, not record offsets, say when
+    the end is reached)."""
+    import time
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "conformance", "enable.auto.commit": False,
+                  "isolation.level": "read_committed"})
+    parts = [TopicPartition(topic, p, 0) for p in c.list_topics(topic, timeout=10).topics[topic].partitions]
+    c.assign(parts)
+    ends = [c.get_watermark_offsets(tp, timeout=10)[1] for tp in parts]
+    out: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        m = c.poll(1)
+        if m is not None and not m.error():
+            out.append(m.value())
+        elif m is None and all(tp.offset >= end for tp, end in zip(c.position(parts), ends)):
+            break
+    c.close()
+    return out
+
+
+def _commit_group(broker, groups: dict[str, dict[str, int]]) -> None:
+    """Commit ``{group: {topic: offset}}`` (partition 0), as an earlier consumer of the group would have."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    for group, offsets in groups.items():
+        c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
+        c.commit(offsets=[TopicPartition(t, 0, o) for t, o in offsets.items()], asynchronous=False)
+        c.close()
+
+
 @pytest.mark.parametrize("case", _cases())
-def test_a_documented_example(case, run_job_text, spark, tmp_path):
+def test_a_documented_example(case, run_job_text, spark, tmp_path, request):
     page, n = case["page"], case["config"]
     blocks = config_blocks(page)
     assert 1 <= n <= len(blocks), f"{page} has {len(blocks)} config examples, the spec names #{n}"
@@ -183,6 +244,11 @@ def test_a_documented_example(case, run_job_text, spark, tmp_path):
                       text, count=1, flags=re.M)
     where = f"{page}, config example {n} ({case.get('name', '')})"
     variables = {"work": str(tmp_path), **(case.get("variables") or {})}  # -i name=value, as the page passes them
+    broker = request.getfixturevalue("kafka_for_examples") if "kafka" in case or "kafka" in expect else None
+    if broker is not None:
+        variables["kafka"] = broker.bootstrap
+        _produce(broker, (case.get("kafka") or {}).get("produce") or {})
+        _commit_group(broker, (case.get("kafka") or {}).get("group") or {})
     if "same_as" in expect:  # the page's "final submitted configuration": the same plan
         from streaming_engine.plan.render import to_dict
 
@@ -217,6 +283,12 @@ def test_a_documented_example(case, run_job_text, spark, tmp_path):
         return
     assert ran.result.status == "FINISHED", f"{where}: {ran.result.error}"
     if expect.get("finished"):
+        return
+    if "kafka" in expect:  # what a Kafka sink example wrote
+        spec = expect["kafka"]
+        records = [json.loads(v) for v in _consume(broker, spec["topic"])]
+        assert len(records) == spec["count"], f"{where}: {len(records)} records in {spec['topic']}"
+        assert all(sorted(r) == sorted(spec["keys"]) for r in records), f"{where}: {records[:3]}"
         return
     if "files" in expect:  # what a file sink example wrote: {glob, format, rows|count, columns, text}
         spec = expect["files"]

@@ -48,6 +48,8 @@ SCHEMA = 'schema = { fields { id = int } }'
         (f"{SCHEMA}", "topic is required"),
         ('tables_configs = [ { schema = { table = "a.b", fields { id = int } } } ]', "routes records by topic; set its topic"),
         (f'topic = t, debezium_record_table_filter = {{ table_name = x }}, {SCHEMA}', "only applies to format = debezium_json"),
+        (f'topic = t, kafka.config = {{ value.deserializer = x.Y }}, {SCHEMA}', "kafka.config.value.deserializer is not supported"),
+        (f'topic = t, kafka.config = {{ interceptor.classes = x.Y }}, {SCHEMA}', "does not run consumer interceptors"),
     ],
 )
 def test_bad_kafka_options_are_config_errors_that_say_what_to_change(opts, message):
