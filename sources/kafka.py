@@ -324,6 +324,17 @@ class Kafka(Source):
 
     options: KafkaSourceOptions
 
+    @classmethod
+    def seatunnel_notes(cls) -> list[str]:
+        """Values of supported options this engine refuses or reads itself."""
+        lines = ["Values: `format` json, text and debezium_json are decoded; refused at plan time:", ""]
+        lines += [f"- `format = {k}`: {v}" for k, v in _UNSUPPORTED_FORMATS.items()]
+        lines += [f"- `kafka.config.{k}`: {v}" for k, v in CONSUMER_REFUSED.items()]
+        lines += [f"- `kafka.config.{k}` is read by the engine (start_mode group_offsets, commit_on_checkpoint), "
+                  "not handed to Spark's reader" for k in CONSUMER_ENGINE]
+        lines += ["- `topic` with `pattern = true` must match a whole topic name (Kafka's consumer rule)", ""]
+        return lines
+
     def tables(self) -> list[tuple[str, KafkaTableConfig | None]]:
         o = self.options
         if o.tables_configs:
