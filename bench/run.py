@@ -1046,7 +1046,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rows", type=int, default=1_000_000, help="rows per batch of the short pairs (default 1 M)")
     p.add_argument("--big-rows", type=int, default=10_000_000, help="rows of the second whole-job size (default 10 M)")
-    p.add_argument("--quick", action="store_true", help="skip the --big-rows whole jobs")
+    p.add_argument("--huge-rows", type=int, default=30_000_000,
+                   help="rows of the third whole-job size, where the work dwarfs any fixed cost (default 30 M)")
+    p.add_argument("--quick", action="store_true", help="skip the --big-rows and --huge-rows whole jobs")
     p.add_argument("--repeat", type=int, default=5, help="paired repeats of the short pairs (default 5)")
     p.add_argument("--repeat-long", type=int, default=3, help="paired repeats of the big-rows, streaming and fan-out pairs")
     p.add_argument("--epochs", type=int, default=15, help="measured epochs per streaming run (default 15)")
@@ -1084,7 +1086,8 @@ def main(argv: list[str] | None = None) -> int:
         if "jsonpath" in only:
             bench_jsonpath(b, args.rows, args.repeat)
         if "whole" in only:
-            sizes = [(args.rows, args.repeat)] + ([] if args.quick else [(args.big_rows, args.repeat_long)])
+            sizes = [(args.rows, args.repeat)] + (
+                [] if args.quick else [(args.big_rows, args.repeat_long), (args.huge_rows, args.repeat_long)])
             bench_whole_job(b, sizes)
         if "streaming" in only:
             bench_streaming(b, args.epochs, rows=100, interval_ms=100, repeat=args.repeat_long)
