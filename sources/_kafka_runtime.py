@@ -285,7 +285,11 @@ def _debezium(source: "Kafka", df: "DataFrame", tables: tuple[TableSchema, ...])
             keep = keep & (s["db"] == F.lit(f.database_name))
         df = df.where(keep | F.col("__e.op").isNull())
     table = None
-    for t in tables:
+    if not o.tables_configs and (o.schema_ is None or o.schema_.table is None):
+        # one table the job does not name: every event is its change (SeaTunnel's
+        # single-table reading; debezium_record_table_filter picks a table)
+        table = F.lit(tables[0].table_id)
+    for t in tables if table is None else ():
         cond = _matches(t.table_id, s)
         table = F.when(cond, F.lit(t.table_id)) if table is None else table.when(cond, F.lit(t.table_id))
     op = F.col("__e.op")

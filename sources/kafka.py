@@ -49,7 +49,9 @@ before image) and ``+U``, ``d`` becomes ``-D`` (the before image: under
 PostgreSQL's default replica identity only its key columns are set);
 tombstones (null values after a delete) are skipped. The table of an event is
 its ``source`` block (``db``, ``schema``, ``table``) matched against the
-declared table ids (``table``, ``schema.table`` or ``db.schema.table``);
+declared table ids (``table``, ``schema.table`` or ``db.schema.table``); a
+source with one table whose ``schema`` names none takes every event as that
+table's (SeaTunnel's single-table reading);
 ``debezium_record_table_filter`` keeps one table's events only. ``__seq`` is
 the event's ``source.lsn`` (PostgreSQL's WAL position: a global order of every
 change) when the event has one, else the record's Kafka offset (an order

@@ -47,3 +47,30 @@ def test_a_truncate_event_is_a_dead_letter_a_control_row_or_nothing(spark, mode)
     else:
         assert data == [("+I", 10, 1), ("+I", 30, 2)]
         assert len(letters) == 1 and "TRUNCATE of db.public.t rejected" in letters[0]["error"], letters
+
+
+@pytest.mark.parametrize("table", [None, "public.t"])
+def test_a_single_unnamed_table_takes_every_event_a_named_one_only_its_own(spark, table):
+    """SeaTunnel's single-table reading: a source whose schema names no table
+    takes every event as its table's; a named table only the events of that
+    table (others are dead letters naming their table)."""
+    from sources import _kafka_runtime
+    from streaming_engine.job import compile_text
+    from streaming_engine.runtime import rows
+
+    named = f'table = "{table}", ' if table else ""
+    job = compile_text(JOB.format(mode="reject").replace('table = "public.t", ', named))
+    [v] = [v for v in job.dag.vertices if v.kind == "source"]
+    other = json.dumps({"before": None, "after": {"id": 2, "v": "b"}, "op": "c",
+                        "source": {"db": "inventory", "table": "products"}})
+    raw = spark.createDataFrame(
+        [("x", 0, i, value.encode()) for i, value in enumerate([_event("c", 10, {"id": 1, "v": "a"}), other])],
+        "topic string, partition int, offset long, value binary",
+    )
+    out = [r.asDict(recursive=True) for r in _kafka_runtime.decode(v.plugin, raw, v.schema.tables).collect()]
+    data = sorted(r["id"] for r in out if r.get(rows.REJECT) is None)
+    letters = [r[rows.REJECT]["error"] for r in out if r.get(rows.REJECT) is not None]
+    if table is None:
+        assert data == [1, 2] and not letters
+    else:
+        assert data == [1] and len(letters) == 1 and "inventory.products" in letters[0], letters
