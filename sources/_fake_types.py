@@ -201,7 +201,7 @@ def coerce(value: Any, t: SType, clock: Clock = Clock()) -> Any:
             raise ValueError(f"expected an object {{key = value, ...}} for {t}, got {_show(value)}")
         key_t, val_t = t.args
         out: dict[Any, Any] = {}
-        for k, v in _regroup_map(value, val_t).items():
+        for k, v in value.items():
             key = _at(k, _key, k, key_t, clock)
             out[_hashable(key)] = (key, _at(k, coerce, v, val_t, clock))
         return list(out.values())
@@ -223,8 +223,10 @@ def _row(value: Any, fields: tuple[tuple[str, SType], ...], clock: Clock, top: b
             raise ValueError(f"expected {len(fields)} values ({', '.join(names)}), got {len(value)}")
         return {n: _at(n, coerce, v, ft, clock) for (n, ft), v in zip(fields, value)}
     if isinstance(value, dict):
-        given = _regroup_row(value, fields)
-        return {n: _at(n, coerce, given.get(n), ft, clock) for n, ft in fields}
+        unknown = [k for k in value if k not in names]
+        if unknown:
+            raise ValueError(f"no field {unknown[0]!r}; the fields are {', '.join(names)}")
+        return {n: _at(n, coerce, value.get(n), ft, clock) for n, ft in fields}
     raise ValueError(f"expected a row as a list [..] or an object {{{', '.join(n + ' = ..' for n in names)}}}, got {_show(value)}")
 
 
@@ -254,53 +256,6 @@ def _plain(v: Any) -> Any:
     if isinstance(v, list):
         return [_plain(x) for x in v]
     return v
-
-
-def _regroup_row(value: dict, fields: tuple[tuple[str, SType], ...]) -> dict[str, Any]:
-    """The config loader hands nested objects over with dotted keys
-    (``{b = {x = 1}}`` as ``{"b.x": 1}``): put them back under their field."""
-    types = dict(fields)
-    out: dict[str, Any] = {}
-    for k, v in value.items():
-        if k in types:
-            _merge(out, k, v)
-            continue
-        parts = k.split(".")
-        for i in range(len(parts) - 1, 0, -1):
-            head = ".".join(parts[:i])
-            if head in types and types[head].kind in ("row", "map"):
-                _merge(out, head, {".".join(parts[i:]): v})
-                break
-        else:
-            raise ValueError(f"no field {k!r}; the fields are {', '.join(types)}")
-    return out
-
-
-def _regroup_map(value: dict, val_t: SType) -> dict[str, Any]:
-    if val_t.kind not in ("row", "map"):
-        return value
-    out: dict[str, Any] = {}
-    for k, v in value.items():
-        if isinstance(v, dict) or "." not in k:
-            _merge(out, k, v)
-            continue
-        parts = k.split(".")
-        split = 1
-        if val_t.kind == "row":  # the first split whose rest starts with a field of the row
-            names = {n for n, _ in val_t.fields}
-            for i in range(1, len(parts)):
-                if any(".".join(parts[i:j]) in names for j in range(i + 1, len(parts) + 1)):
-                    split = i
-                    break
-        _merge(out, ".".join(parts[:split]), {".".join(parts[split:]): v})
-    return out
-
-
-def _merge(out: dict, key: str, value: Any) -> None:
-    if key in out and isinstance(out[key], dict) and isinstance(value, dict):
-        out[key] = {**out[key], **value}
-    else:
-        out[key] = value
 
 
 def _key(text: str, t: SType, clock: Clock) -> Any:

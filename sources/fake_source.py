@@ -91,18 +91,6 @@ class FakeRow(BaseModel):
         "or an object by column name (a missing column is null)."
     )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _nest_fields(cls, data: Any) -> Any:
-        # the config loader hands `fields = {a = 1}` over as {"fields.a": 1}
-        if isinstance(data, dict) and any(isinstance(k, str) and k.startswith("fields.") for k in data):
-            data = dict(data)
-            nested = dict(data.pop("fields", None) or {})
-            for k in [k for k in data if isinstance(k, str) and k.startswith("fields.")]:
-                nested[k[len("fields."):]] = data.pop(k)
-            data["fields"] = nested
-        return data
-
     @field_validator("kind", mode="before")
     @classmethod
     def _upper(cls, v: Any) -> Any:

@@ -13,7 +13,7 @@ Options (SeaTunnel's names and meanings):
   Spark alone would take any topic containing a match), ``bootstrap.servers``,
   ``kafka.config`` (consumer settings, passed through as Spark's
   ``kafka.<name>``; ``auto.offset.reset`` serves ``group_offsets`` below and
-  ``enable.auto.commit`` is ``commit_on_checkpoint``'s business, so neither
+  ``commit_on_checkpoint`` decides instead of ``enable.auto.commit``, so neither
   reaches Spark, which refuses them; deserializers and interceptors are
   refused: the engine decodes records by ``format``);
 - ``start_mode``: ``earliest``, ``latest``, ``group_offsets`` (the offsets
@@ -332,8 +332,10 @@ class Kafka(Source):
         lines = ["Values: `format` json, text and debezium_json are decoded; refused at plan time:", ""]
         lines += [f"- `format = {k}`: {v}" for k, v in _UNSUPPORTED_FORMATS.items()]
         lines += [f"- `kafka.config.{k}`: {v}" for k, v in CONSUMER_REFUSED.items()]
-        lines += [f"- `kafka.config.{k}` is read by the engine (start_mode group_offsets, commit_on_checkpoint), "
-                  "not handed to Spark's reader" for k in CONSUMER_ENGINE]
+        lines += ["- `kafka.config.auto.offset.reset` is read by the engine (where start_mode = group_offsets starts "
+                  "partitions the group has no offset for), not handed to Spark's reader",
+                  "- `kafka.config.enable.auto.commit` is not handed to Spark's reader: commit_on_checkpoint decides "
+                  "whether the group's offsets are committed (SeaTunnel overrides it the same way)"]
         lines += ["- `topic` with `pattern = true` must match a whole topic name (Kafka's consumer rule)", ""]
         return lines
 

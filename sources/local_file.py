@@ -466,7 +466,8 @@ def _partition_values(base: str, keys: list[str]) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
     path = _decoded_path()
-    under = F.substring(path, F.instr(path, _base(base)) + len(_base(base)), 1 << 30)
+    root = _base(base) if "://" in base or base.startswith("file:") else os.path.abspath(base)  # as Spark lists it
+    under = F.substring(path, F.instr(path, root) + len(root), 1 << 30)
     out = {}
     for key in keys:
         rx = f"(?:^|/){re.escape(key)}=([^/]*)/"

@@ -14,8 +14,10 @@ def flatten_options(raw: dict[str, Any], known: set[str], prefix: str = "", item
     unless some of its keys spell longer known keys (``rows`` and
     ``rows.per.batch`` are both options: the dotted ones are pulled out).
     Lists of objects of the top level (``tables_configs``, ``table_transform``)
-    are flattened item by item against the same names (``items``); values
-    inside an item (a FakeSource row's map value, say) are left as written.
+    are flattened item by item against the same names (``items``): inside an
+    item only what spells longer option names (``row.num``) is flattened; any
+    other value (a FakeSource row's ``fields`` object, a map value) is left as
+    written.
     Unknown nested keys come out dotted, so "unknown option" messages name them
     as the user wrote them.
     """
@@ -23,7 +25,8 @@ def flatten_options(raw: dict[str, Any], known: set[str], prefix: str = "", item
     for key, value in raw.items():
         full = f"{prefix}{key}"
         longer = [k for k in known if k.startswith(full + ".")]
-        if isinstance(value, dict) and value and (longer or full not in known):
+        # inside a list item (items=False) an object is data unless it spells longer option names
+        if isinstance(value, dict) and value and (longer or (full not in known and items)):
             if full in known:
                 inner = {k: v for k, v in value.items() if any(x == f"{full}.{k}" or x.startswith(f"{full}.{k}.") for x in longer)}
                 rest = {k: v for k, v in value.items() if k not in inner}

@@ -702,7 +702,7 @@ def _plain(tree: Any, file: str | None, depth: int = 0, budget: list[int] | None
     if depth > MAX_DEPTH:
         _fail("CONFIG.TOO_DEEP", {"what": "values (after substitutions) are", "limit": MAX_DEPTH}, file)
     if isinstance(tree, ConfigTree):
-        return {_unquote(k): _plain(v, file, depth + 1, budget) for k, v in tree.items()}
+        return {_unquote(k).replace(_EMPTY, ""): _plain(v, file, depth + 1, budget) for k, v in tree.items()}
     if isinstance(tree, dict):
         return {k: _plain(v, file, depth + 1, budget) for k, v in tree.items()}
     if isinstance(tree, list):

@@ -296,8 +296,8 @@ def test_rows_values_in_seatunnel_notation_become_typed_values():
 
     src = make(schema={"fields": TYPED}, rows=[
         {"kind": "INSERT", "fields": GOOD},
-        # by name, as the config loader hands nested objects over (dotted keys); missing columns are null
-        {"kind": "DELETE", "fields.c_row.c_inner.x": 2, "fields.c_map": "{\"2\": \"b\"}", "fields.c_ts": "20230422232058"},
+        # by name, nested objects as written; missing columns are null
+        {"kind": "DELETE", "fields": {"c_row": {"c_inner": {"x": 2}}, "c_map": "{\"2\": \"b\"}", "c_ts": "20230422232058"}},
     ])  # fmt: skip
     columns = [(n, t) for n, t, _ in column_types(src.options.schema_)]
     first, second = (coerce_fields(r.fields, columns) for r in src.options.rows)
@@ -311,15 +311,19 @@ def test_rows_values_in_seatunnel_notation_become_typed_values():
     ]  # fmt: skip
 
 
-def test_map_values_of_rows_and_maps_are_regrouped_from_dotted_keys():
+def test_map_and_row_values_are_taken_as_written():
+    """Keys are data: one holding dots is one key (the loader no longer turns
+    nested objects into dotted keys, so nothing is regrouped)."""
     from sources._fake_types import coerce, parse_type
 
     nest = parse_type("map<string, {c_int = int, c_string = string}>")
-    assert coerce({"k1.c_int": 1, "k1.c_string": "x", "k.2.c_int": 3}, nest) == [
+    assert coerce({"k1": {"c_int": 1, "c_string": "x"}, "k.2": {"c_int": 3}}, nest) == [
         ("k1", {"c_int": 1, "c_string": "x"}), ("k.2", {"c_int": 3, "c_string": None}),
     ]  # fmt: skip
-    assert coerce({"a.b": "c"}, parse_type("map<string, map<string, string>>")) == [("a", [("b", "c")])]
-    assert coerce({"a.b": "c"}, parse_type("map<string, string>")) == [("a.b", "c")]  # a quoted dotted key
+    assert coerce({"a.b": {"c": "d"}}, parse_type("map<string, map<string, string>>")) == [("a.b", [("c", "d")])]
+    assert coerce({"a.b": "c"}, parse_type("map<string, string>")) == [("a.b", "c")]
+    with pytest.raises(ValueError, match="no field 'c_inner.x'"):
+        coerce({"c_inner.x": 1}, parse_type("{c_inner = {x = int}}"))
     assert coerce({"a": 1, "a ": 2}, parse_type("map<string, int>")) == [("a", 1), ("a ", 2)]
     assert coerce({"1": "x", "01": "y"}, parse_type("map<int, string>")) == [(1, "y")]  # one key: the last value
 

@@ -324,7 +324,10 @@ def test_values_inside_list_items_are_kept_as_written():
           tables_configs = [{
             row.num = 1
             schema = { table = "t.m", fields { m = "map<string, map<string, int>>" } }
-            rows = [{ kind = INSERT, fields = [{ "a.b" = { c = 1 }, d = { "e.f" = 2 } }] }]
+            rows = [
+              { kind = INSERT, fields = [{ "a.b" = { c = 1 }, d = { "e.f" = 2 } }] }
+              { kind = DELETE, fields = { m = { "x.y" = { z = 3 } } } }
+            ]
           }]
         } }
         sink { Console { plugin_input = fake } }
@@ -335,6 +338,7 @@ def test_values_inside_list_items_are_kept_as_written():
     assert table["row.num"] == 1 if isinstance(table, dict) else table.row_num == 1
     rows = table["rows"] if isinstance(table, dict) else table.rows
     assert rows[0].fields == [{"a.b": {"c": 1}, "d": {"e.f": 2}}]
+    assert rows[1].fields == {"m": {"x.y": {"z": 3}}}  # a row by column name: an object, as written
 
 
 def test_hocon_strings_read_as_json_reads_them():

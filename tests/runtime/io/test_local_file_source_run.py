@@ -248,3 +248,19 @@ def test_file_filter_pattern_matches_whole_names_or_paths_from_the_source_path(s
     assert lines("abc") == ["20241002/abcg202410.csv", "20241007/abch202410.csv"]
     assert lines("part") == []
     assert lines("space") == ["2023/my file+1.csv"]  # names are matched decoded (a space, a literal '+')
+
+
+def test_partition_values_of_a_relative_path_with_dot_dot(spark, run_job_text, tmp_path):
+    """`path` relative to the working directory (here with ..): each file's
+    key=value folders are found under it all the same."""
+    _write(f"{tmp_path}/in/part/dt=2024/a.json", _json_lines([{"id": 1}]))
+    rel = os.path.relpath(tmp_path / "in/part")
+    assert rel.startswith("..")
+    ran = run_job_text(f"""
+env {{ job.name = files_relative }}
+source {{ LocalFile {{ plugin_output = files, path = "{rel}", file_format_type = json,
+  schema = {{ table = "in.rel", fields {{ id = bigint }} }} }} }}
+sink {{ LocalFile {{ plugin_input = files, path = "${{work}}/out/${{table_name}}", file_format_type = json }} }}
+""")
+    assert ran.result.status == "FINISHED", ran.result.error
+    assert _rows(spark, tmp_path / "out/rel") == [{"id": 1, "dt": "2024"}]
