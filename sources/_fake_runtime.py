@@ -323,6 +323,20 @@ def _decode(text: str) -> tuple[list[TableSpec], bool, int]:
 
 
 def register(spark: Any) -> None:
+    """Register the fake data source in ``spark``, made the active session first:
+    Spark resolves a Python data source through the THREAD'S active session, and
+    refuses to register a name that session knows (another session of the
+    process that registered it made registering it here fail)."""
+    from pyspark.sql import SparkSession
+
+    SparkSession._get_j_spark_session_class(spark._jvm).setActiveSession(spark._jsparkSession)
+    SparkSession._activeSession = spark
+    if spark._jsparkSession.sessionState().dataSourceManager().dataSourceExists(FORMAT):
+        return
+    _register(spark)
+
+
+def _register(spark: Any) -> None:
     from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 

@@ -43,3 +43,17 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section("what the real-component tests ran")
         for line in lines:
             terminalreporter.write_line(line)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Files with long tests first (crash tests, then real servers and clusters):
+    scripts/test.sh runs the files on two xdist workers in this order, so the
+    long ones start early instead of leaving one worker alone at the end."""
+    def rank(item) -> int:
+        return 0 if item.get_closest_marker("soak") else 1 if item.get_closest_marker("components") else 2
+
+    files: dict[str, int] = {}
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        files[path] = min(files.get(path, 2), rank(item))
+    items.sort(key=lambda item: files[item.nodeid.split("::")[0]])  # stable: files keep their order within a rank

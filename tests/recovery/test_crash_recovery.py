@@ -28,8 +28,8 @@ The kills:
    driver's process group after a random delay within about one epoch. When
    a run finishes before the kill, the test writes two more epochs of input
    and goes on. CI makes 18 kills in all; ``STREAMING_ENGINE_SOAK=<kills>``
-   makes that many (``STREAMING_ENGINE_SOAK=200 ./scripts/test.sh
-   tests/recovery -s``), ``STREAMING_ENGINE_SOAK_SEED`` picks the delays.
+   makes that many (``STREAMING_ENGINE_SOAK=200 STREAMING_ENGINE_TEST_WORKERS=0
+   ./scripts/test.sh tests/recovery -s``), ``STREAMING_ENGINE_SOAK_SEED`` picks the delays.
 
 After the last run finishes the test checks, from the files on disk:
 

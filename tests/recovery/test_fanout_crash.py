@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.spark]
+pytestmark = [pytest.mark.spark, pytest.mark.soak]
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLES = ("t0", "t1", "t2", "t3")

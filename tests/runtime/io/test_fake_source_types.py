@@ -286,3 +286,30 @@ def test_streaming_job_reads_one_split_per_reader_per_interval(spark, run_job_te
     assert len(reads) == 10 and len(set(reads)) == 3
     first, second, third = sorted(set(reads))
     assert (second - first).total_seconds() >= 1.0 and (third - second).total_seconds() >= 1.0
+
+
+TWO_SESSIONS_JOB = """
+env { job.name = two_sessions_${n}, checkpoint.dir = "${work}/ck-${n}", job.retry.times = 0 }
+source { FakeSource { plugin_output = fake, row.num = 3, schema = { fields { id = bigint } } } }
+sink { Delta { plugin_input = fake, path = "${work}/out-${n}" } }
+"""
+
+
+def test_a_job_reads_the_fake_source_while_another_session_that_registered_it_is_active(spark, tmp_path):
+    """Spark resolves a Python data source through the thread's ACTIVE session
+    and refuses to register a name that session knows: with another session
+    of the process active (one that read the fake source, then ran user code:
+    createDataFrame makes a session active), every later FakeSource job failed
+    with DATA_SOURCE_ALREADY_EXISTS (each pipeline runs on a new session)."""
+    from sources._fake_runtime import register
+    from streaming_engine.job import compile_text
+    from streaming_engine.runtime.runner import execute
+
+    other = spark.newSession()
+    for n in range(2):
+        register(other)
+        other.createDataFrame([(n,)], "n int").collect()  # the other session is the thread's active one now
+        job = compile_text(TWO_SESSIONS_JOB, variables={"work": str(tmp_path), "n": str(n)})
+        result = execute(job, spark=spark)
+        assert result.status == "FINISHED", result.error
+        assert spark.read.format("delta").load(str(tmp_path / f"out-{n}")).count() == 3
