@@ -17,7 +17,7 @@ rc=0
 workers="${STREAMING_ENGINE_TEST_WORKERS:-2}"
 xdist=()
 if [ "$workers" != "0" ]; then
-    xdist=(-n "$workers" --dist loadfile)
+    xdist=(-n "$workers" --dist loadfile --no-loadscope-reorder)  # files in collection order (tests/conftest.py)
 fi
 .venv/bin/python -m pytest -q --durations=15 "${xdist[@]}" "$@" </dev/null || rc=$?
 if [ "$rc" -eq 5 ]; then

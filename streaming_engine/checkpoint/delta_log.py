@@ -388,25 +388,6 @@ def _register_metrics(spark: "SparkSession", txn: Any, values: dict[str, int]) -
     txn.registerSQLMetrics(spark._jsparkSession, immutable.apply(pairs))  # type: ignore[attr-defined]
 
 
-def create_table(spark: "SparkSession", location: str, schema: "StructType") -> bool:
-    """Create an empty table (metadata only, version 0; no Spark job); False
-    when a table is there already (or another writer created it meanwhile)."""
-    jvm = spark._jvm  # type: ignore[attr-defined]
-    none = _none(spark)
-    log = _delta_log(spark, location)
-    txn = log.startTransaction(none, none)
-    if txn.readVersion() >= 0:
-        return False
-    txn.updateMetadataForNewTable(_action(jvm, {"metaData": _new_metadata(schema, ())}))
-    try:
-        txn.commit(_seq(jvm, []), _write_operation(jvm))
-    except Exception:
-        if log.update(False, none, none).version() >= 0:
-            return False  # a concurrent create won
-        raise
-    return True
-
-
 def nullable(schema: "StructType") -> "StructType":
     """Delta's schema for a new table: every field nullable, at every depth."""
     from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType

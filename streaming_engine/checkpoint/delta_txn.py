@@ -210,8 +210,11 @@ def _txn_session(spark: "SparkSession", app_id: str) -> "tuple[SparkSession, thr
         return found[1], found[2]
 
 
-def with_retries(what: str, fn: Callable[[], T], attempts: int = 5, backoff_s: float = 0.2) -> T:
-    """Run ``fn``; retry Delta conflicts that are safe to retry, with backoff."""
+def with_retries(
+    what: str, fn: Callable[[], T], attempts: int = 5, backoff_s: float = 0.2, also: tuple[str, ...] = ()
+) -> T:
+    """Run ``fn``; retry Delta conflicts that are safe to retry (and the kinds
+    in ``also``, safe for what ``fn`` does), with backoff."""
     for attempt in range(1, attempts + 1):
         try:
             return fn()
@@ -219,7 +222,7 @@ def with_retries(what: str, fn: Callable[[], T], attempts: int = 5, backoff_s: f
             kind = conflict_kind(e)
             if kind is None:
                 raise
-            if kind in _RETRYABLE and attempt < attempts:
+            if (kind in _RETRYABLE or kind in also) and attempt < attempts:
                 delay = backoff_s * (2 ** (attempt - 1))
                 log.warning("retrying Delta conflict", extra={"what": what, "conflict": kind, "attempt": attempt})
                 time.sleep(delay)

@@ -35,14 +35,6 @@ def ledger_path(checkpoint_root: str, job: str) -> str:
     return f"{checkpoint_root.rstrip('/')}/{job}/_ledger"
 
 
-def ensure(spark: "SparkSession", path: str) -> None:
-    """Create the (empty) ledger before any pipeline appends: pipelines of one
-    job append to it concurrently, and two first writes racing to create a
-    Delta table conflict (ProtocolChangedException). A metadata-only commit,
-    no Spark job."""
-    delta_log.create_table(spark, path, _ledger_struct())
-
-
 def record(
     spark: "SparkSession",
     path: str,
@@ -71,9 +63,13 @@ def record(
     table = pa.Table.from_pylist(
         [dict(zip(schema.names, row)) for row in data], schema=to_arrow_schema(schema, timezone="UTC")
     )
+    # the first append creates the table; pipelines of one job append
+    # concurrently, and of two first appends racing to create it one fails
+    # (ProtocolChangedException): it is tried again on the table the other made
     delta_txn.with_retries(
         f"append to the ledger {path}",
         lambda: delta_log.append_small(spark, path, table, schema, before_commit=before_commit),
+        also=("ProtocolChangedException",),
     )
     return True
 

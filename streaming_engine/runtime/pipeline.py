@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import time
-from concurrent.futures import Future
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -53,9 +52,6 @@ class PipelineRunner:
     # (sink uid, table id) -> the newest epoch the target held when the query started
     marks: dict[tuple[str, str], int] = field(default_factory=dict)
     targets: dict[tuple[str, str], str] = field(default_factory=dict)
-    # the ledger's creation, started by the runner when the job starts (off the
-    # first epoch's critical path); every record waits for it
-    ledger_ready: "Future[None] | None" = None
 
     @property
     def _persisted(self) -> frozenset[str]:
@@ -210,7 +206,6 @@ class PipelineRunner:
             outputs = self._run_vertices(batch, batch_id, cached, shuffled, built=self._dead_letters)
             commits += self._commit_sinks(outputs, batch_id, batch if shuffled else None)
             faults.maybe_crash("before_ledger", batch_id)
-            self._wait_for_ledger()
             ledger.record(
                 self.spark, self.ledger_path, self.dag.job_name, self.pipeline.key, batch_id, commits,
                 replay=batch_id == self.replay_epoch,
@@ -287,17 +282,6 @@ class PipelineRunner:
             extras={"checkpoint_location": self.checkpoint},
             envelope=envelope,
         )
-
-    def _wait_for_ledger(self) -> None:
-        """The ledger exists (created by the runner in the background, or now)."""
-        ready, self.ledger_ready = self.ledger_ready, None
-        if ready is not None:
-            try:
-                ready.result()
-                return
-            except Exception as e:
-                log.warning("creating the ledger failed; trying again", extra={"error": _short(e)})
-        ledger.ensure(self.spark, self.ledger_path)
 
     def finish(self) -> None:
         """The query ended without error: let every sink check the whole run."""

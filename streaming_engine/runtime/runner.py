@@ -17,7 +17,6 @@ import signal
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +41,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql.streaming import StreamingQuery
 
 log = logging.getLogger("streaming_engine.runtime")
-_BACKGROUND = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine-ledger")
 
 
 @dataclass
@@ -104,14 +102,8 @@ def execute(
     _attach_metrics(job, bus)
     bus.subscribe(_log_event)
 
-    # the ledger is created once, before any pipeline records an epoch in it
-    # (two first appends racing to create it would conflict), in the
-    # background while the pipelines' queries start
-    ledger_ready = _BACKGROUND.submit(ledger.ensure, spark, ledger_path)
-    runners = [
-        PipelineRunner(spark.newSession(), dag, p, bus, ledger_path, ledger_ready=ledger_ready)
-        for p in job.plan.pipelines
-    ]
+    # the ledger is created by the first epoch's record (ledger.record)
+    runners = [PipelineRunner(spark.newSession(), dag, p, bus, ledger_path) for p in job.plan.pipelines]
     epochs: dict[str, int] = {r.pipeline.key: 0 for r in runners}
     seen: list[EpochCommitted] = []
     bus.subscribe(lambda e: _count_epoch(e, epochs, seen))

@@ -23,7 +23,7 @@ def _specs(readers=2, **options):
 
 def _reader(specs, streaming, readers=2):
     registered = []
-    rt.register(SimpleNamespace(dataSource=SimpleNamespace(register=registered.append)))
+    rt._register(SimpleNamespace(dataSource=SimpleNamespace(register=registered.append)))
     [source] = registered
     return source(options={"spec": rt.encode(specs, streaming, readers)}).streamReader(None)
 

@@ -1,4 +1,4 @@
-"""The commit ledger's table: created empty once (directly, no Spark job), then appended per epoch."""
+"""The commit ledger's table: created by the first epoch's record (directly, no Spark job), then appended per epoch."""
 
 import json
 
@@ -10,19 +10,42 @@ def _versions(path):
     return sorted(int(p.stem) for p in (path / "_delta_log").glob("*.json"))
 
 
-def test_ensure_creates_the_empty_ledger_once_and_record_appends(spark, tmp_path):
+def test_the_first_record_creates_the_ledger_and_concurrent_first_records_all_land(spark, tmp_path):
+    """No table before the first epoch; pipelines of one job record their
+    first epochs concurrently: the one that loses the race to create the
+    table (ProtocolChangedException) appends to the table the other made."""
+    import threading
+
     path = tmp_path / "job" / "_ledger"
-    ledger.ensure(spark, str(path))
+    ledger.record(spark, str(path), "job", "p0", 0, [CommitRecord("sink", "db.t", "/x", 1, 0, False)])
     assert _versions(path) == [0]
     commit0 = [json.loads(ln) for ln in (path / "_delta_log" / f"{0:020d}.json").read_text().splitlines()]
-    assert not [a for a in commit0 if "add" in a]  # metadata only
     schema = json.loads(next(a for a in commit0 if "metaData" in a)["metaData"]["schemaString"])
     assert [f["name"] for f in schema["fields"]] == [
         "job", "pipeline", "epoch", "sink", "table", "target", "delta_version", "rows", "replayed", "committed_at"
     ]
-    assert spark.read.format("delta").load(str(path)).count() == 0
-    ledger.ensure(spark, str(path))  # there already: no new version
-    assert _versions(path) == [0]
+    assert len([a for a in commit0 if "add" in a]) == 1  # the epoch's rows, in the creating commit
+
+    racing = tmp_path / "race" / "_ledger"
+    start, errors = threading.Barrier(4), []
+
+    def first(pipeline: str) -> None:
+        start.wait()
+        try:
+            ledger.record(spark, str(racing), "job", pipeline, 0, [CommitRecord("sink", "db.t", "/x", 1, 0, False)])
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=first, args=(f"p{i}",)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    got = sorted(r.pipeline for r in spark.read.format("delta").load(str(racing)).collect())
+    assert got == ["p0", "p1", "p2", "p3"]
+    assert _versions(racing) == [0, 1, 2, 3]
+
     # committed_at is the commit's instant whatever the session's (or host's) time zone
     import time
 
@@ -33,17 +56,17 @@ def test_ensure_creates_the_empty_ledger_once_and_record_appends(spark, tmp_path
     finally:
         spark.conf.set("spark.sql.session.timeZone", zone)
     assert _versions(path) == [0, 1]
-    rows = spark.read.format("delta").load(str(path)).selectExpr("*", "unix_timestamp(committed_at) AS at").collect()
+    rows = (spark.read.format("delta").load(str(path)).where("pipeline = 'p'")
+            .selectExpr("*", "unix_timestamp(committed_at) AS at").collect())
     assert [(r.epoch, r.table, r.delta_version, r.rows) for r in rows] == [(0, "db.t", 3, 5)]
     assert abs(rows[0].at - time.time()) < 120
 
 
 def test_ledger_appends_carry_statistics_and_operation_metrics(spark, tmp_path):
     path = tmp_path / "job" / "_ledger"
-    ledger.ensure(spark, str(path))
     for epoch in (0, 1):
         ledger.record(spark, str(path), "job", "p", epoch, [CommitRecord("s", "db.t", "/x", 5 + epoch, epoch, False)])
-    commit = [json.loads(ln) for ln in (path / "_delta_log" / f"{2:020d}.json").read_text().splitlines()]
+    commit = [json.loads(ln) for ln in (path / "_delta_log" / f"{1:020d}.json").read_text().splitlines()]
     [add] = [a["add"] for a in commit if "add" in a]
     stats = json.loads(add["stats"])
     assert stats["numRecords"] == 1 and stats["minValues"]["epoch"] == stats["maxValues"]["epoch"] == 1
