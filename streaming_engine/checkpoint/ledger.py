@@ -89,6 +89,8 @@ _STRUCT = None
 def _has_epoch(spark: "SparkSession", path: str, pipeline: str, epoch: int) -> bool:
     from pyspark.sql import functions as F
 
+    if delta_log.table_version(spark, path) < 0:
+        return False  # no epoch recorded yet: the first append creates the ledger
     found = (
         spark.read.format("delta").load(path)
         .where((F.col("pipeline") == pipeline) & (F.col("epoch") == epoch))
