@@ -28,12 +28,19 @@ def test_the_first_record_creates_the_ledger_and_concurrent_first_records_all_la
     assert len([a for a in commit0 if "add" in a]) == 1  # the epoch's rows, in the creating commit
 
     racing = tmp_path / "race" / "_ledger"
-    start, errors = threading.Barrier(4), []
+    # every first attempt waits, after its transaction read "no table", until all
+    # four have: the race to create the table is certain, not left to timing
+    start, errors, seen = threading.Barrier(4), [], threading.local()
+
+    def after_read() -> None:
+        if not getattr(seen, "waited", False):
+            seen.waited = True
+            start.wait(timeout=60)
 
     def first(pipeline: str) -> None:
-        start.wait()
         try:
-            ledger.record(spark, str(racing), "job", pipeline, 0, [CommitRecord("sink", "db.t", "/x", 1, 0, False)])
+            ledger.record(spark, str(racing), "job", pipeline, 0, [CommitRecord("sink", "db.t", "/x", 1, 0, False)],
+                          before_commit=after_read)
         except Exception as e:  # noqa: BLE001 - reported below
             errors.append(e)
 
