@@ -322,7 +322,7 @@ class Delta(Sink):
                 return state.epoch, None
             return state.epoch, location
 
-        found = map_concurrently(inspect, list(dataset.tables), ctx.commit_parallelism)
+        found = map_concurrently(inspect, list(dataset.tables), ctx.log_parallelism)
         self._engine_writes = {t.table_id: loc for t, (_, loc) in zip(dataset.tables, found) if loc is not None}
         return {t.table_id: epoch for t, (epoch, _) in zip(dataset.tables, found)}
 
@@ -362,7 +362,7 @@ class Delta(Sink):
         if len(slices) < 2:
             return {}
         written, refused = delta_log.append_tables(
-            ctx.spark, batch, slices, ctx.batch_id, ctx.commit_parallelism,
+            ctx.spark, batch, slices, ctx.batch_id, ctx.log_parallelism,
             before_commit=lambda: faults.maybe_crash("sink_files_written", ctx.batch_id, ctx.sink_uid),
             after_commit=lambda: faults.maybe_crash("sink_table_committed", ctx.batch_id, ctx.sink_uid),
         )

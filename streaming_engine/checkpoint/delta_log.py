@@ -227,7 +227,7 @@ def append_tables(
     none = _none(spark)
 
     def start(t: TableSlice) -> tuple[Any, str | None]:
-        txn = _delta_log(spark, t.location).startTransaction(none, none)
+        txn = _start_recent(spark, t.location)
         if txn.readVersion() < 0:
             txn.updateMetadataForNewTable(_action(jvm, {"metaData": _new_metadata(t.schema, ())}))
             return txn, None
@@ -289,6 +289,28 @@ def append_tables(
         if isinstance(result, str):
             refused[t.table_id] = result
     return {t.table_id: a for (t, _), a in zip(started, done) if isinstance(a, Appended)}, refused
+
+
+# How old the state of a table a one-job write starts from may be (the state
+# this driver read when the query started or left with its last commit).
+RECENT_STATE_MS = 120_000
+
+
+def _start_recent(spark: "SparkSession", location: str) -> Any:
+    """A transaction on the table's state this driver read in the last
+    :data:`RECENT_STATE_MS` (the query start's :func:`inspect`, or the state
+    its last commit left), else on a fresh listing of the log: Delta's own
+    bounded staleness (``update(checkIfUpdatedSinceTs=...)``). A commit of
+    another writer since is found by the commit's conflict check, as for any
+    transaction that lost a race: a blind append lands after it, a conflict
+    is refused. On S3 it saves a listing (one to four requests) per table and
+    epoch; a many-table epoch pays nothing else per table before the write."""
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    some = jvm_class(jvm, "scala.Some")
+    log_ = _delta_log(spark, location)
+    since = some(int(time.time() * 1000) - RECENT_STATE_MS)  # a Python int this large reaches Java as a Long
+    snapshot = log_.update(False, since, _none(spark))
+    return log_.startTransaction(_none(spark), some(snapshot))
 
 
 def _one_job_refusal(txn: Any) -> str | None:

@@ -48,7 +48,14 @@ class EnvConfig(BaseModel):
     chaining: bool = Field(True, description="Chain consecutive transforms into one stage.")
     commit_parallelism: int = Field(
         4, ge=1, le=64, alias="commit.parallelism",
-        description="Tables of one sink committed concurrently per epoch (Delta appends and MERGEs).",
+        description="Tables of one sink written concurrently per epoch, each by a Spark job of its own "
+        "(Delta MERGEs, and appends Delta's writer makes table by table).",
+    )
+    commit_log_parallelism: int = Field(
+        32, ge=1, le=128, alias="commit.log.parallelism",
+        description="Delta log operations of one sink run concurrently: reading each table's state when a query "
+        "starts, and per epoch the commits of files one Spark job wrote for many tables. They wait on the file "
+        "system's round trips (S3: about 20 requests per commit), not on the CPU.",
     )
     checkpoint_behind_targets: Literal["fail", "skip"] = Field(
         "fail", alias="checkpoint.behind_targets",

@@ -51,7 +51,8 @@ class EpochContext:
     vertex_id: str
     batch_id: int  # the epoch: Spark's batch id, stable across restarts
     txn_app_id: Callable[[str], str]  # table id -> stable Delta txnAppId
-    commit_parallelism: int = 1  # per-table commits a sink may run concurrently
+    commit_parallelism: int = 1  # per-table Spark jobs (MERGEs, writes) a sink may run concurrently
+    log_parallelism: int = 1  # per-table Delta log operations (state reads, commits of written files) at a time
     extras: dict[str, Any] = field(default_factory=dict)
     # when the sink's input is a multi-table source batch untouched by
     # transforms: that batch (persisted, grouped by table) and, per table id,

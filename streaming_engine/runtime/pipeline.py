@@ -279,6 +279,7 @@ class PipelineRunner:
             batch_id=batch_id,
             txn_app_id=lambda table, uid=lv.uid: txn_app_id(self.dag, self.pipeline.key, uid, table),
             commit_parallelism=self.dag.env.commit_parallelism,
+            log_parallelism=self.dag.env.commit_log_parallelism,
             extras={"checkpoint_location": self.checkpoint},
             envelope=envelope,
         )

@@ -26,7 +26,7 @@ TABLES = ("t0", "t1", "t2", "t3")
 IDS = list(range(1, 7))
 JOB = """
 env { job.name = fan_crash, job.mode = BATCH, checkpoint.dir = "${work}/ck", job.retry.times = 0,
-      commit.parallelism = 1 }  # one table at a time where tables are written one by one
+      commit.parallelism = 1, commit.log.parallelism = 1 }  # one table at a time, written or committed
 source { FakeSource { plugin_output = src, table-names = [%s], rows.per.batch = 2,
   schema = { fields { id = bigint, v = double } },
   rows = [ %s ] } }

@@ -489,6 +489,65 @@ def test_a_one_job_table_whose_commit_meets_a_concurrent_change_is_handed_back_u
     assert not _actions(tmp_path / "t1", "txn")
 
 
+def test_a_one_job_write_starts_from_the_recent_state_and_lands_after_another_writers_commit(
+    spark, tmp_path, monkeypatch
+):
+    """delta_log.append_tables starts each table's transaction on the state this
+    driver read recently (no listing of the log per table and epoch); a commit
+    another writer made since (written into the log directly, as another
+    process would) is found by the commit's conflict check: a blind append
+    lands after it, a metadata change refuses the table."""
+    import time
+
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    from streaming_engine.checkpoint import delta_log
+
+    batch = spark.range(6).select(
+        F.when(F.col("id") % 2 == 0, "t0").otherwise("t1").alias("__table"), F.lit("+I").alias("__kind"),
+        F.col("id").alias("__seq"), F.col("id").alias("c0"),
+    ).repartition(1).sortWithinPartitions("__table")
+    schema = StructType.fromDDL("id bigint")
+    t0, t1 = tmp_path / "t0", tmp_path / "t1"
+    slices = [delta_log.TableSlice(t.name, str(t), f"app.{t.name}", (3,), schema) for t in (t0, t1)]
+    written, refused = delta_log.append_tables(spark, batch, slices, 0)
+    assert set(written) == {"t0", "t1"} and not refused
+
+    def other_process_appends(version: int, value: int) -> None:
+        name = f"other-{value}.parquet"
+        pq.write_table(pa.table({"id": pa.array([value], pa.int64())}), t0 / name)
+        now = int(time.time() * 1000)
+        add = {"path": name, "partitionValues": {}, "size": (t0 / name).stat().st_size, "modificationTime": now,
+               "dataChange": True}
+        info = {"timestamp": now, "operation": "WRITE", "operationParameters": {"mode": "Append"}, "isBlindAppend": True}
+        (t0 / "_delta_log" / f"{version:020d}.json").write_text(f"{json.dumps({'commitInfo': info})}\n"
+                                                                f"{json.dumps({'add': add})}\n")
+
+    other_process_appends(1, 100)
+    metadata = _actions(t1, "metaData")[0]
+    columns = json.loads(metadata["schemaString"])
+    columns["fields"].append({"name": "extra", "type": "string", "nullable": True, "metadata": {}})
+    info = {"timestamp": int(time.time() * 1000), "operation": "ADD COLUMNS", "operationParameters": {}}
+    (t1 / "_delta_log" / f"{1:020d}.json").write_text(
+        f"{json.dumps({'commitInfo': info})}\n{json.dumps({'metaData': {**metadata, 'schemaString': json.dumps(columns)}})}\n")
+
+    # the state the first write left is recent: a transaction starts from it, the log is not listed
+    assert delta_log._start_recent(spark, str(t0)).readVersion() == 0
+    written, refused = delta_log.append_tables(spark, batch, slices, 1)
+    assert set(written) == {"t0"} and written["t0"].version == 2  # after the other process's version 1
+    assert set(refused) == {"t1"} and "MetadataChangedException" in refused["t1"], refused
+    assert sorted(r.id for r in spark.read.format("delta").load(str(t0)).collect()) == [0, 0, 2, 2, 4, 4, 100]
+    assert [a["version"] for a in _actions(t0, "txn")] == [0, 1]
+    assert [a["version"] for a in _actions(t1, "txn")] == [0]  # the refused table's files stay uncommitted
+
+    # a state older than RECENT_STATE_MS is read again from the log
+    other_process_appends(3, 101)
+    assert delta_log._start_recent(spark, str(t0)).readVersion() == 2
+    monkeypatch.setattr(delta_log, "RECENT_STATE_MS", -60_000)
+    assert delta_log._start_recent(spark, str(t0)).readVersion() == 3
+
+
 # -- 7: tombstones: a late, older change cannot bring a deleted row back ---------------
 
 TOMBSTONED = """
