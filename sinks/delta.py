@@ -46,6 +46,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import time
 from typing import Any, ClassVar, Literal
 
 from pydantic import AliasChoices, Field, field_validator, model_validator
@@ -305,6 +306,7 @@ class Delta(Sink):
         from streaming_engine.runtime.parallel import map_concurrently
 
         o = self.options
+        opening = int(time.time() * 1000)  # a table state read from the log after this is fresh
 
         def inspect(t: TableSchema) -> tuple[int, str | None]:
             target = self._target(t)
@@ -312,7 +314,8 @@ class Delta(Sink):
             if location is None:  # a catalog table that does not exist yet: saveAsTable creates it
                 return -1, None
             state = delta_log.inspect(
-                ctx.spark, location, ctx.txn_app_id(t.table_id), rows.table_struct(t, meta=False), o.partition_by or ()
+                ctx.spark, location, ctx.txn_app_id(t.table_id), rows.table_struct(t, meta=False), o.partition_by or (),
+                read_since_ms=opening,
             )
             if o.save_mode == "upsert" or os.environ.get(WRITER_ENV) == "dataframe":
                 return state.epoch, None  # MERGE; or every append through the DataFrameWriter (diagnostics, benchmarks)

@@ -75,12 +75,18 @@ class TableState:
 
 
 def inspect(
-    spark: "SparkSession", location: str, app_id: str, schema: "StructType", partition_by: Sequence[str] = ()
+    spark: "SparkSession", location: str, app_id: str, schema: "StructType", partition_by: Sequence[str] = (),
+    read_since_ms: int | None = None,
 ) -> TableState:
     """What a starting query needs to know of a table, from ONE snapshot (the
     transactions come from the log's checksum file when it carries them, else
-    from rebuilding the state): call it when a query starts, not per epoch."""
-    snapshot = _delta_log(spark, location).update(False, _none(spark), _none(spark))
+    from rebuilding the state): call it when a query starts, not per epoch.
+    ``read_since_ms``: a state this driver read from the log at or after that
+    time (epoch ms; e.g. when the query started opening its sinks) is fresh
+    enough: a table whose log object was just created (which lists the log)
+    is not listed a second time."""
+    since = _none(spark) if read_since_ms is None else _since(spark, read_since_ms)
+    snapshot = _delta_log(spark, location).update(False, since, _none(spark))
     if snapshot.version() < 0:
         return TableState(-1, None)
     return TableState(_txn(snapshot, app_id), _incompatibility(snapshot, schema, partition_by))
@@ -305,12 +311,16 @@ def _start_recent(spark: "SparkSession", location: str) -> Any:
     transaction that lost a race: a blind append lands after it, a conflict
     is refused. On S3 it saves a listing (one to four requests) per table and
     epoch; a many-table epoch pays nothing else per table before the write."""
-    jvm = spark._jvm  # type: ignore[attr-defined]
-    some = jvm_class(jvm, "scala.Some")
     log_ = _delta_log(spark, location)
-    since = some(int(time.time() * 1000) - RECENT_STATE_MS)  # a Python int this large reaches Java as a Long
-    snapshot = log_.update(False, since, _none(spark))
-    return log_.startTransaction(_none(spark), some(snapshot))
+    snapshot = log_.update(False, _since(spark, int(time.time() * 1000) - RECENT_STATE_MS), _none(spark))
+    return log_.startTransaction(_none(spark), jvm_class(spark._jvm, "scala.Some")(snapshot))  # type: ignore[attr-defined]
+
+
+def _since(spark: "SparkSession", ms: int) -> Any:
+    """``Some(ms)`` for ``DeltaLog.update(checkIfUpdatedSinceTs=...)``: py4j
+    sends an int below 2**31 as an Integer, which Delta cannot unbox as a Long
+    (any real update time is later than 2**31 ms, January 1970)."""
+    return jvm_class(spark._jvm, "scala.Some")(max(int(ms), 2**31))  # type: ignore[attr-defined]
 
 
 def _one_job_refusal(txn: Any) -> str | None:

@@ -548,6 +548,32 @@ def test_a_one_job_write_starts_from_the_recent_state_and_lands_after_another_wr
     assert delta_log._start_recent(spark, str(t0)).readVersion() == 3
 
 
+def test_inspect_reads_the_log_again_unless_this_driver_read_it_since_the_given_time(spark, tmp_path):
+    """delta_log.inspect at a query start: a table state this driver read
+    before the query started (a cached log object) is read again, so a txn
+    another process committed since is seen; one read at or after
+    ``read_since_ms`` (the log object the inspection itself created) is not."""
+    import time
+
+    from pyspark.sql.types import StructType
+
+    from streaming_engine.checkpoint import delta_log
+
+    table = tmp_path / "t"
+    spark.range(3).write.format("delta").option("txnAppId", "app").option("txnVersion", 0).save(str(table))
+    schema = StructType.fromDDL("id bigint")
+    assert delta_log.inspect(spark, str(table), "app", schema).epoch == 0  # the state is now cached
+    now = int(time.time() * 1000)
+    info = {"timestamp": now, "operation": "WRITE", "operationParameters": {"mode": "Append"}}
+    (table / "_delta_log" / f"{1:020d}.json").write_text(
+        f"{json.dumps({'commitInfo': info})}\n{json.dumps({'txn': {'appId': 'app', 'version': 5, 'lastUpdated': now}})}\n")
+    time.sleep(0.01)
+    # read before "now": the cached state would do only for a caller that accepts it
+    assert delta_log.inspect(spark, str(table), "app", schema, read_since_ms=0).epoch == 0
+    assert delta_log.inspect(spark, str(table), "app", schema, read_since_ms=int(time.time() * 1000)).epoch == 5
+    assert delta_log.inspect(spark, str(table), "app", schema).epoch == 5
+
+
 # -- 7: tombstones: a late, older change cannot bring a deleted row back ---------------
 
 TOMBSTONED = """
