@@ -77,6 +77,21 @@ LOCAL_FS_CONF: dict[str, str] = {
 }
 
 
+# Spark's checkpoint and Delta's .crc files: under their final names on stores
+# whose streams can be aborted (S3A; a rename there is a copy and a delete),
+# by rename elsewhere (jvm/StoreCheckpointFileManager.java, in ENGINE_SPARK_JAR).
+CHECKPOINT_MANAGER_KEY = "spark.sql.streaming.checkpointFileManagerClass"
+CHECKPOINT_MANAGER_CLASS = "io.streamingengine.spark.StoreCheckpointFileManager"
+
+
+def checkpoint_manager_conf(jars: str, conf: Mapping[str, str]) -> dict[str, str]:
+    """The checkpoint file manager setting, when the engine's jar is among
+    ``jars`` (comma-separated) and ``conf`` does not choose one itself."""
+    if CHECKPOINT_MANAGER_KEY in conf or not any(Path(j).name == ENGINE_SPARK_JAR for j in jars.split(",") if j):
+        return {}
+    return {CHECKPOINT_MANAGER_KEY: CHECKPOINT_MANAGER_CLASS}
+
+
 class JarsNotFoundError(EngineError):
     """The local JVM jars are missing: scripts/bootstrap.sh has not been run."""
 
@@ -245,6 +260,7 @@ def session_conf(master: str, conf: Mapping[str, str] | None = None, extras: Seq
     if fs and user.get(cp):
         merged[cp] = f"{fs[cp]}{os.pathsep}{user[cp]}"
     merged["spark.jars"] = ",".join(jars)
+    merged.update(checkpoint_manager_conf(merged["spark.jars"], user))
     merged["spark.driver.extraJavaOptions"] = _log4j2_option(
         merged.get("spark.driver.extraJavaOptions", "")
     )
@@ -298,6 +314,8 @@ def build_spark_session(
 
         SparkContext._ensure_initialized()  # the running JVM's gateway: SparkConf() reads its settings
         submitted = SparkConf()
+        given = {k: v for k, v in submitted.getAll()}
+        merged.update(checkpoint_manager_conf(given.get("spark.jars", ""), {**given, **merged}))
         merged = {k: v for k, v in merged.items() if not submitted.contains(k)}
     else:
         builder = builder.master(master)

@@ -32,6 +32,17 @@ def test_conf_overrides_defaults():
     assert all(j.endswith(".jar") for j in conf["spark.jars"].split(","))
 
 
+def test_the_checkpoint_file_manager_is_set_only_with_the_engine_jar_and_never_over_the_users(tmp_path, monkeypatch):
+    key, engine = session_mod.CHECKPOINT_MANAGER_KEY, session_mod.CHECKPOINT_MANAGER_CLASS
+    assert session_mod.session_conf("local[2]")[key] == engine  # the checkout's jars hold the engine's jar
+    assert session_mod.session_conf("local[2]", {key: "my.Manager"})[key] == "my.Manager"
+    jars = tmp_path / "jars"
+    jars.mkdir()
+    (jars / "delta-spark_2.13-4.4.0.jar").write_bytes(b"x")  # without the engine's jar its class is not there
+    monkeypatch.setenv(session_mod.JARS_DIR_ENV, str(jars))
+    assert key not in session_mod.session_conf("local[2]")
+
+
 @pytest.mark.spark
 def test_session_settings(spark):
     conf = spark.conf
