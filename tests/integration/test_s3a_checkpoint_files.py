@@ -58,8 +58,8 @@ sink { Delta { path = "s3a://lake/t" } }
     try:
         engine.createAtomic(path("kept"), False).close()
         refused = False
-    except Exception as e:
-        refused = "FileAlreadyExists" in str(e)
+    except Exception as e:  # the Java exception itself, as Spark's callers catch it
+        refused = e.java_exception.getClass().getName() == "org.apache.hadoop.fs.FileAlreadyExistsException"
     mark("spark's own manager")
     spark_own = managers.FileContextBasedCheckpointFileManager(jvm.org.apache.hadoop.fs.Path("s3a://lake/probe"), hadoop)
     out = spark_own.createAtomic(path("renamed"), False)

@@ -60,8 +60,14 @@ public final class StoreCheckpointFileManager implements CheckpointFileManager {
             // fails when the file exists and overwriteIfPossible is false, as the rename would
             return new Direct(fs.create(path, overwriteIfPossible));
         } catch (IOException e) {
-            throw new java.io.UncheckedIOException(e);
+            // as thrown (Spark's callers catch FileAlreadyExistsException itself), as Scala code may
+            throw StoreCheckpointFileManager.<RuntimeException>sneaky(e);
         }
+    }
+
+    @SuppressWarnings("unchecked")
+    private static <E extends Throwable> E sneaky(Throwable e) throws E {
+        throw (E) e;
     }
 
     /** A file written under its final name: visible when closed, discarded when cancelled. */
