@@ -776,3 +776,34 @@ def test_a_truncate_ends_every_current_scd2_version_and_later_changes_open_new_o
     assert history() == expected
     epoch(2, [("+U", 3, "late", 45), ("+I", 1, "new", 70)])  # 45 is older than the truncate
     assert history() == sorted([*expected, (1, "new", 70, None)])
+
+
+# -- 11: a fan-out's log operations run commit.log.parallelism at a time ---------------------
+
+FAN_OUT_PARALLEL = """
+env { job.name = logpar, job.mode = BATCH, commit.parallelism = 1, commit.log.parallelism = 3 }
+source { FakeSource { plugin_output = src, table-names = [t0, t1, t2, t3], row.num = 4,
+  schema = { fields { id = bigint } } } }
+sink { Delta { plugin_input = src, path = "${work}/out/${table_name}" } }
+"""
+
+
+def test_a_fan_outs_log_operations_run_commit_log_parallelism_at_a_time(spark, run_job_text, monkeypatch):
+    """The state reads at query start and the one-job write's transaction
+    starts and commits take env.commit.log.parallelism; commit.parallelism
+    (per-table Spark jobs) does not bound them."""
+    from streaming_engine.runtime import parallel
+
+    seen: dict[str, set[int]] = {}
+    original = parallel.map_concurrently
+
+    def spy(fn, items, max_workers):
+        seen.setdefault(fn.__name__, set()).add(max_workers)
+        return original(fn, items, max_workers)
+
+    monkeypatch.setattr(parallel, "map_concurrently", spy)
+    ran = run_job_text(FAN_OUT_PARALLEL)
+    assert ran.result.status == "FINISHED", ran.result.error
+    assert seen.get("inspect") == {3} and seen.get("start") == {3} and seen.get("commit") == {3}, seen
+    assert [len(ran.rows(spark, f"out/t{i}")) for i in range(4)] == [4, 4, 4, 4]
+
