@@ -338,14 +338,16 @@ def _one_job_refusal(txn: Any) -> str | None:
 
 
 def append_small(
-    spark: "SparkSession", location: str, table: Any, schema: "StructType", before_commit: Any = None
+    spark: "SparkSession", location: str, table: Any, schema: "StructType", before_commit: Any = None,
+    properties: "dict[str, str] | None" = None,
 ) -> Appended:
     """Append a small pyarrow ``table`` (the ledger's rows of an epoch) without
     a Spark job: the driver writes ONE Parquet file through Hadoop's FileSystem
     (any scheme) and commits it with its statistics (numRecords, nullCount;
     min/max of numeric and timestamp columns: timestamps must be whole
     milliseconds, as Delta's statistics are) and operationMetrics. No txn
-    action (the caller knows which epochs it wrote)."""
+    action (the caller knows which epochs it wrote). ``properties``: the table
+    properties of a table this append creates."""
     import io
 
     import pyarrow.compute as pc
@@ -372,7 +374,7 @@ def append_small(
     none = _none(spark)
     txn = _delta_log(spark, location).startTransaction(none, none)
     if txn.readVersion() < 0:
-        txn.updateMetadataForNewTable(_action(jvm, {"metaData": _new_metadata(schema, ())}))
+        txn.updateMetadataForNewTable(_action(jvm, {"metaData": _new_metadata(schema, (), properties)}))
     elif (reason := _incompatibility(txn, schema, ())) is not None:
         raise Incompatible(reason)
     _register_metrics(spark, txn, {"numFiles": 1, "numOutputRows": table.num_rows, "numOutputBytes": len(data)})
@@ -438,13 +440,13 @@ def nullable(schema: "StructType") -> "StructType":
     return out
 
 
-def _new_metadata(schema: "StructType", partition_by: Sequence[str]) -> dict:
+def _new_metadata(schema: "StructType", partition_by: Sequence[str], properties: "dict[str, str] | None" = None) -> dict:
     return {
         "id": str(uuid.uuid4()),
         "format": {"provider": "parquet", "options": {}},
         "schemaString": nullable(schema).json(),
         "partitionColumns": list(partition_by),
-        "configuration": {},
+        "configuration": dict(properties or {}),
         "createdTime": int(time.time() * 1000),
     }
 

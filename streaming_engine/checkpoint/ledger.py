@@ -25,6 +25,12 @@ from streaming_engine.checkpoint.record import CommitRecord
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
+# A Delta checkpoint is a Spark job (about 1 s here) run inside the commit
+# that reaches the interval: at Delta's default of 10 the ledger's own
+# checkpoint stalled every tenth epoch of every pipeline. Readers of the ledger
+# replay at most this many small commit files instead.
+LEDGER_PROPERTIES = {"delta.checkpointInterval": "100"}
+
 LEDGER_DDL = (
     "job string, pipeline string, epoch bigint, sink string, `table` string, target string, "
     "delta_version bigint, rows bigint, replayed boolean, committed_at timestamp"
@@ -68,7 +74,8 @@ def record(
     # (ProtocolChangedException): it is tried again on the table the other made
     delta_txn.with_retries(
         f"append to the ledger {path}",
-        lambda: delta_log.append_small(spark, path, table, schema, before_commit=before_commit),
+        lambda: delta_log.append_small(spark, path, table, schema, before_commit=before_commit,
+                                       properties=LEDGER_PROPERTIES),
         also=("ProtocolChangedException",),
     )
     return True

@@ -86,3 +86,19 @@ def test_ledger_appends_carry_statistics_and_operation_metrics(spark, tmp_path):
     at = row.committed_at
     found = spark.read.format("delta").load(str(path)).where(f"committed_at >= '{stats['minValues']['committed_at'][:-1]}'")
     assert at.microsecond % 1000 == 0 and found.where("epoch = 1").count() == 1
+
+
+def test_the_ledger_does_not_checkpoint_every_tenth_epoch(spark, tmp_path):
+    """A Delta checkpoint is a Spark job inside the commit that reaches the
+    table's interval: the ledger's interval is 100, not Delta's 10, so its own
+    checkpoint no longer stalls every tenth epoch; readers still see every epoch."""
+    path = tmp_path / "job" / "_ledger"
+    for epoch in range(12):
+        ledger.record(spark, str(path), "job", "p", epoch, [CommitRecord("s", "db.t", "/x", epoch, epoch, False)])
+    commit0 = [json.loads(ln) for ln in (path / "_delta_log" / f"{0:020d}.json").read_text().splitlines()]
+    [meta] = [a["metaData"] for a in commit0 if "metaData" in a]
+    assert meta["configuration"] == ledger.LEDGER_PROPERTIES == {"delta.checkpointInterval": "100"}
+    assert _versions(path) == list(range(12))
+    assert not list((path / "_delta_log").glob("*.checkpoint*.parquet"))
+    [row] = ledger.last_committed(spark, str(path))
+    assert (row["last_epoch"], row["epochs"], row["total_rows"]) == (11, 12, sum(range(12)))
