@@ -377,12 +377,18 @@ def append_small(
         txn.updateMetadataForNewTable(_action(jvm, {"metaData": _new_metadata(schema, (), properties)}))
     elif (reason := _incompatibility(txn, schema, ())) is not None:
         raise Incompatible(reason)
-    _register_metrics(spark, txn, {"numFiles": 1, "numOutputRows": table.num_rows, "numOutputBytes": len(data)})
     add = {"add": {"path": name, "partitionValues": {}, "size": len(data), "modificationTime": int(time.time() * 1000),
                    "dataChange": True, "stats": json.dumps(stats)}}
     if before_commit is not None:
         before_commit()
-    version = txn.commit(_seq(jvm, [_action(jvm, add)]), _write_operation(jvm))
+    helper = jvm_class(jvm, MULTI_TABLE_CLASS)
+    if helper is not None:  # the same commit in one py4j call (an epoch's ledger append: ~25 round trips fewer)
+        version = helper.commit(
+            spark._jsparkSession, txn, json.dumps(add), 1, table.num_rows, len(data), _write_operation(jvm)  # type: ignore[attr-defined]
+        )
+    else:
+        _register_metrics(spark, txn, {"numFiles": 1, "numOutputRows": table.num_rows, "numOutputBytes": len(data)})
+        version = txn.commit(_seq(jvm, [_action(jvm, add)]), _write_operation(jvm))
     return Appended(int(version), table.num_rows)
 
 

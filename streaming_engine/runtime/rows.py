@@ -248,11 +248,22 @@ def blank_metadata(df: "DataFrame", names: "Sequence[str]") -> "DataFrame":
     :func:`drop_metadata`)."""
     if not names:
         return df
+    meta = [_typed_null(c) if c in names else column(c) for c in META]
+    return df.select(*meta, *[column(c) for c in df.columns if c not in META])
+
+
+def _typed_null(name: str) -> "Column":
+    """The metadata column ``name`` as a typed null, built once per JVM (like :func:`column`)."""
+    from pyspark import SparkContext
     from pyspark.sql import functions as F
 
-    types = dict(part.split() for part in META_DDL.split(", "))
-    meta = [F.lit(None).cast(types[c]).alias(c) if c in names else column(c) for c in META]
-    return df.select(*meta, *[column(c) for c in df.columns if c not in META])
+    sc = SparkContext._active_spark_context
+    key = (id(sc._gateway) if sc is not None else 0, "\0null", name)
+    found = _COLUMNS.get(key)
+    if found is None:
+        types = dict(part.split() for part in META_DDL.split(", "))
+        found = _COLUMNS[key] = F.lit(None).cast(types[name]).alias(name)
+    return found
 
 
 def drop_metadata(df: "DataFrame", names: "Sequence[str]") -> "DataFrame":
@@ -303,7 +314,7 @@ def column(name: str) -> "Column":
     return found
 
 
-_COLUMNS: dict[tuple[int, str], "Column"] = {}
+_COLUMNS: dict[tuple, "Column"] = {}
 
 
 def select_columns(df: "DataFrame", columns: "dict[str, Column]") -> "DataFrame":
