@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from streaming_engine.checkpoint import ledger
 from streaming_engine.runtime.context import CommitRecord
 
@@ -70,7 +72,13 @@ def test_the_first_record_creates_the_ledger_and_concurrent_first_records_all_la
     assert abs(rows[0].at - time.time()) < 120
 
 
-def test_ledger_appends_carry_statistics_and_operation_metrics(spark, tmp_path):
+@pytest.mark.parametrize("engine_jar", [True, False], ids=["engine-jar", "no-engine-jar"])
+def test_ledger_appends_carry_statistics_and_operation_metrics(spark, tmp_path, monkeypatch, engine_jar):
+    """The same commit whether the engine's jar commits it in one call or py4j does, step by step."""
+    from streaming_engine.checkpoint import delta_log
+
+    if not engine_jar:
+        monkeypatch.setattr(delta_log, "MULTI_TABLE_CLASS", "io.streamingengine.spark.NotBuilt")
     path = tmp_path / "job" / "_ledger"
     for epoch in (0, 1):
         ledger.record(spark, str(path), "job", "p", epoch, [CommitRecord("s", "db.t", "/x", 5 + epoch, epoch, False)])
