@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Iterator
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -14,11 +13,6 @@ def add_one_arrow(batch: pa.RecordBatch) -> pa.RecordBatch:
     return batch.set_column(i, "v", pc.add(batch.column(i), 1.0))
 
 
-def add_one_pandas(df: pd.DataFrame) -> pd.DataFrame:
-    df["v"] = df["v"] + 1.0
-    return df
-
-
-def add_one_pandas_iter(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-    for df in frames:
-        yield add_one_pandas(df)
+def add_one_arrow_iter(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
+        yield add_one_arrow(batch)
