@@ -161,6 +161,12 @@ class Bench:
         Delta table(s) a side writes in its work directory (a glob), whose
         per-file statistics the row reports."""
         print(f"-- {name}", flush=True)
+        # every pair starts from the same JVM state: Delta keeps a DeltaLog (and
+        # its snapshot) per table it touched for an hour, and after an hour of
+        # pairs the thousands of tables earlier pairs wrote (and removed) crowd
+        # the heap (the s3a fan-out measured 6.5 s for the engine at the end of
+        # a full run, 5.0 s in a fresh process, the baseline 16 s both times)
+        self.spark.sparkContext._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
         if warmup:
             measure(engine, self.work("warm")), measure(baseline, self.work("warm"))
         e: list[float] = []
