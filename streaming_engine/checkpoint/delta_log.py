@@ -80,7 +80,7 @@ def inspect(
 ) -> TableState:
     """What a starting query needs to know of a table, from ONE snapshot (the
     transactions come from the log's checksum file when it carries them, else
-    from rebuilding the state): call it when a query starts, not per epoch.
+    from rebuilding the state: :func:`_txn`): call it when a query starts, not per epoch.
     ``read_since_ms``: a state this driver read from the log at or after that
     time (epoch ms; e.g. when the query started opening its sinks) is fresh
     enough: a table whose log object was just created (which lists the log)
@@ -104,6 +104,23 @@ def table_version(spark: "SparkSession", location: str) -> int:
 
 
 def _txn(snapshot: Any, app_id: str) -> int:
+    """The newest version ``app_id`` recorded in ``snapshot``: from the
+    version's checksum file when it lists the table's transactions (Delta
+    writes them there on every commit, ``setTransactionsInCrc.writeOnCommit``),
+    else from the table's state. Delta 4.4's own ``Snapshot.transactions``
+    always rebuilds the state: three Spark jobs per table the first time a
+    process looks (about a second each here, so every restart of a job paid
+    it per table)."""
+    crc = snapshot.checksumOpt()
+    listed = crc.get().setTransactions() if crc.isDefined() else None
+    if listed is not None and listed.isDefined():
+        versions = [-1]
+        it = listed.get().iterator()
+        while it.hasNext():
+            txn = it.next()
+            if txn.appId() == app_id:
+                versions.append(int(txn.version()))
+        return max(versions)
     found = snapshot.transactions().get(app_id)
     return int(found.get()) if found.isDefined() else -1
 

@@ -574,6 +574,37 @@ def test_inspect_reads_the_log_again_unless_this_driver_read_it_since_the_given_
     assert delta_log.inspect(spark, str(table), "app", schema).epoch == 5
 
 
+def test_inspect_reads_the_epochs_from_the_checksum_file_without_a_spark_job(spark, tmp_path):
+    """A starting query reads each target's committed epoch: from the
+    version's checksum file, which lists the table's transactions, not by
+    rebuilding the table's state (Delta's Snapshot.transactions: three Spark
+    jobs per table in a new process, every restart); without the checksum
+    files, from the state, with the same answer."""
+    from pyspark.sql.types import StructType
+
+    from streaming_engine.checkpoint import delta_log
+
+    table = tmp_path / "t"
+    for app, version in (("a", 0), ("b", 7), ("a", 1), ("a", 3)):
+        spark.range(2).write.format("delta").mode("append").option("txnAppId", app).option("txnVersion", version).save(str(table))
+    schema = StructType.fromDDL("id bigint")
+    tracker = spark.sparkContext.statusTracker()
+
+    def fresh_inspect(app: str) -> tuple[int, int]:
+        spark.sparkContext._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()  # as in a new process
+        before = len(tracker.getJobIdsForGroup())
+        epoch = delta_log.inspect(spark, str(table), app, schema).epoch
+        return epoch, len(tracker.getJobIdsForGroup()) - before
+
+    assert list((table / "_delta_log").glob("*.crc"))
+    assert [fresh_inspect(app) for app in ("a", "b", "c")] == [(3, 0), (7, 0), (-1, 0)]
+    for crc in (table / "_delta_log").glob("*.crc"):
+        crc.unlink()
+    answers = [fresh_inspect(app) for app in ("a", "b", "c")]
+    assert [epoch for epoch, _ in answers] == [3, 7, -1]
+    assert all(jobs > 0 for _, jobs in answers), answers  # the state was rebuilt: the other way
+
+
 # -- 7: tombstones: a late, older change cannot bring a deleted row back ---------------
 
 TOMBSTONED = """
