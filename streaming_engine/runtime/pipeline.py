@@ -14,7 +14,9 @@ log. This function is the single place where epochs commit.
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from concurrent.futures import Future
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -52,6 +54,7 @@ class PipelineRunner:
     # (sink uid, table id) -> the newest epoch the target held when the query started
     marks: dict[tuple[str, str], int] = field(default_factory=dict)
     targets: dict[tuple[str, str], str] = field(default_factory=dict)
+    _opened: "Future[None]" = field(default=None, repr=False)  # type: ignore[assignment]  # start(): the targets read
 
     @property
     def _persisted(self) -> frozenset[str]:
@@ -67,21 +70,39 @@ class PipelineRunner:
 
     # -- the query -----------------------------------------------------------
     def start(self) -> "StreamingQuery":
+        """Start the query; returns once every sink's target was read (and the
+        checkpoint found not behind them), or raises what that read raised,
+        the query stopped. The targets are read WHILE Spark starts the query
+        (its stream thread reads the checkpoint, starts the source and plans
+        the first batch): one request-bound step of a second or more for a
+        hundred tables on an object store, off the critical path. No epoch
+        commits before the read is done (``_commit_epoch`` waits for it)."""
         env = self.dag.env
         where = resume.progress(self.spark, self.checkpoint)
         self.replay_epoch = where.replay
-        self._open_sinks(where)
-        df = self._source_frame()
-        writer = (
-            df.writeStream.foreachBatch(self._commit_epoch)
-            .option("checkpointLocation", self.checkpoint)
-            .queryName(self.query_name)
-        )
-        if env.streaming:
-            writer = writer.trigger(processingTime=f"{env.checkpoint_interval} milliseconds")
-        else:
-            writer = writer.trigger(availableNow=True)
-        return writer.start()
+        self._opened = _in_background(self._open_sinks, where)
+        try:
+            df = self._source_frame()
+            writer = (
+                df.writeStream.foreachBatch(self._commit_epoch)
+                .option("checkpointLocation", self.checkpoint)
+                .queryName(self.query_name)
+            )
+            if env.streaming:
+                writer = writer.trigger(processingTime=f"{env.checkpoint_interval} milliseconds")
+            else:
+                writer = writer.trigger(availableNow=True)
+            query = writer.start()
+        except BaseException:
+            if self._opened.exception() is not None:  # waits; the targets' error is reported first, as it was
+                self._opened.result()
+            raise
+        try:
+            self._opened.result()
+        except BaseException:
+            query.stop()
+            raise
+        return query
 
     def _open_sinks(self, where: resume.Progress) -> None:
         """Read, once per query start, the epoch every sink's target holds per
@@ -178,6 +199,7 @@ class PipelineRunner:
     # -- one epoch -------------------------------------------------------------
     def _commit_epoch(self, batch: "DataFrame", batch_id: int) -> None:
         started = time.monotonic()
+        self._opened.result()  # the targets' epochs (read while the query started); raises what that read raised
         batch = rows.blank_metadata(batch, unread_metadata(self.dag, self.pipeline))
         shuffled = False
         faults.maybe_crash("epoch_start", batch_id)
@@ -422,3 +444,17 @@ def _short(e: Exception) -> str:
     errors = [ln for ln in lines if pattern.match(ln) and "Py4JJavaError" not in ln]
     best = errors[-1] if errors else (lines[0] if lines else "")
     return f"{type(e).__name__}: {best}"
+
+
+def _in_background(fn, *args) -> "Future[None]":
+    """``fn(*args)`` on a daemon thread of its own; its outcome as a future."""
+    done: Future[None] = Future()
+
+    def run() -> None:
+        try:
+            done.set_result(fn(*args))
+        except BaseException as e:  # noqa: BLE001 - handed to whoever waits
+            done.set_exception(e)
+
+    threading.Thread(target=run, name="open-sinks", daemon=True).start()
+    return done

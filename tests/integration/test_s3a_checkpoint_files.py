@@ -7,6 +7,7 @@ S3A audit log, which names every request the client sends."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -99,6 +100,13 @@ def test_checkpoint_and_crc_files_on_s3a_are_written_in_place_never_renamed(tmp_
         assert any(written in line for line in puts), (written, puts[-20:])
     assert not [line for line in job if "CopyObjectRequest" in line or "op_rename" in line]
     assert not [f for f in result["files"] if f.endswith(".tmp")]
+    # every request of the job from ONE S3A client (the audit names its file
+    # system): the manager's other operations use the process's cached
+    # FileSystem, never a FileContext, for which Hadoop builds a new
+    # S3AFileSystem (SDK clients, thread pools); Delta makes a manager per
+    # transaction (its .crc writer), so that was a new S3A client per commit
+    clients = {re.search(r"&fs=([0-9a-f-]+)", line).group(1) for line in job}
+    assert len(clients) == 1, clients
 
     # a cancelled file never appears; an existing one is not overwritten
     assert result["cancelled_exists"] is False and result["kept"] is True and result["refused_overwrite"] is True

@@ -210,3 +210,64 @@ def test_a_replayed_epoch_publishes_nothing_twice_and_the_ledger_records_it_as_s
     assert [(e, rows, replayed) for e, _, _, rows, replayed in _ledger(spark, tmp_path, "replayed")] == [
         (0, 50, False), (1, 0, True)
     ]
+
+
+OVERLAP = """
+env { job.name = overlap, job.mode = BATCH }
+source { FakeSource { plugin_output = src, row.num = 40, rows.per.batch = 20, table-names = ["a.t1", "a.t2"],
+                      schema = { fields { id = bigint } } } }
+sink { Delta { plugin_input = src, path = "${work}/out/${table_name}" } }
+"""
+
+
+def test_the_targets_are_read_while_the_query_starts_and_no_epoch_commits_before(spark, run_job_text, tmp_path,
+                                                                                 monkeypatch):
+    """The read of every target's committed epoch (a request-bound step: a
+    hundred tables on an object store take a second) runs while Spark starts
+    the query; the first epoch waits for it. An error in that read is the
+    job's error, as when it ran first: nothing is committed."""
+    import time
+
+    from pyspark.sql.streaming import DataStreamWriter
+
+    from sinks.delta import Delta
+    from streaming_engine.errors import RuntimeFailure
+
+    seen: dict[str, list[float]] = {"opened": [], "query_started": [], "written": []}
+    real_open, real_write, real_start = Delta.open, Delta.write, DataStreamWriter.start
+
+    def slow_open(self, ctx, dataset):
+        time.sleep(2.0)
+        try:
+            return real_open(self, ctx, dataset)
+        finally:
+            seen["opened"].append(time.monotonic())
+
+    def write(self, ctx, frames, dataset):
+        seen["written"].append(time.monotonic())
+        return real_write(self, ctx, frames, dataset)
+
+    def start(self, *args, **kwargs):
+        seen["query_started"].append(time.monotonic())
+        return real_start(self, *args, **kwargs)
+
+    monkeypatch.setattr(Delta, "open", slow_open)
+    monkeypatch.setattr(Delta, "write", write)
+    monkeypatch.setattr(DataStreamWriter, "start", start)
+    ran = run_job_text(OVERLAP)
+    assert ran.result.status == "FINISHED", ran.result.error
+    [opened], [query_started] = seen["opened"], seen["query_started"]
+    assert query_started < opened  # Spark was asked to start the query while the targets were read
+    assert len(seen["written"]) == 2 and min(seen["written"]) > opened  # no epoch wrote before the read was done
+    assert ran.delta(spark, "out/t1").count() == 40 and ran.delta(spark, "out/t2").count() == 40
+
+    def broken_open(self, ctx, dataset):
+        time.sleep(1.0)
+        raise RuntimeFailure("RUNTIME.FAILED", {"detail": "target unreadable (test)"})
+
+    monkeypatch.setattr(Delta, "open", broken_open)
+    seen["written"].clear()
+    failed = run_job_text(OVERLAP.replace("job.name = overlap", "job.name = overlap2").replace("/out/", "/out2/"))
+    assert failed.result.status == "FAILED" and "target unreadable (test)" in str(failed.result.error)
+    assert not seen["written"] and not any(type(e).__name__ == "EpochCommitted" for e in failed.events)
+    assert not (tmp_path / "out2").exists()

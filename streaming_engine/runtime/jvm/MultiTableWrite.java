@@ -206,6 +206,7 @@ public final class MultiTableWrite {
             // the table's columns read in place from the envelope's slots (no generated projection per table)
             ProjectingInternalRow[] views = new ProjectingInternalRow[ids.length];
             Configuration[] confs = new Configuration[groupSchemas.length];
+            TaskAttemptContext[] contexts = new TaskAttemptContext[groupSchemas.length];
             WriteTaskStatsTracker[] trackers = new WriteTaskStatsTracker[groupSchemas.length];
             List<OpenFile> closed = new ArrayList<>();
             OpenFile open = null;
@@ -220,7 +221,7 @@ public final class MultiTableWrite {
                         if (open != null) {
                             closed.add(open.close());
                         }
-                        open = open(partition, table, confs, trackers);
+                        open = open(partition, table, confs, contexts, trackers);
                     }
                     if (views[table] == null) {
                         views[table] = view(table);
@@ -267,8 +268,8 @@ public final class MultiTableWrite {
         }
 
         @SuppressWarnings({"unchecked", "rawtypes"})
-        private OpenFile open(int partition, int table, Configuration[] confs, WriteTaskStatsTracker[] trackers)
-                throws IOException {
+        private OpenFile open(int partition, int table, Configuration[] confs, TaskAttemptContext[] contexts,
+                              WriteTaskStatsTracker[] trackers) throws IOException {
             int g = groupOf[table];
             if (confs[g] == null) {
                 confs[g] = new Configuration(conf.value());
@@ -279,12 +280,15 @@ public final class MultiTableWrite {
                         .newTaskInstance();
                 }
             }
+            if (contexts[g] == null) {  // one per group and task: each is a JobConf, a copy of the whole configuration
+                TaskContext tc = TaskContext.get();
+                TaskAttemptID attempt = new TaskAttemptID(
+                    "streamingengine", tc == null ? 0 : tc.stageId(), TaskType.MAP, partition,
+                    tc == null ? 0 : tc.attemptNumber());
+                contexts[g] = new TaskAttemptContextImpl(confs[g], attempt);
+            }
             Configuration c = confs[g];
-            TaskContext tc = TaskContext.get();
-            TaskAttemptID attempt = new TaskAttemptID(
-                "streamingengine", tc == null ? 0 : tc.stageId(), TaskType.MAP, partition,
-                tc == null ? 0 : tc.attemptNumber());
-            TaskAttemptContext ctx = new TaskAttemptContextImpl(c, attempt);
+            TaskAttemptContext ctx = contexts[g];
             String name = String.format("part-%05d-%s-c000%s", partition, UUID.randomUUID(),
                 factory.getFileExtension(ctx));
             Path path = new Path(new Path(roots[table]), name);
