@@ -1100,7 +1100,10 @@ def main(argv: list[str] | None = None) -> int:
     started, t0 = time.time(), time.perf_counter()
     facts = machine_facts()
     only = set(args.only or KINDS)
-    spark = build_spark_session("bench", extras=["s3a"] if "s3a" in only else ())
+    # a 4 GB driver heap: the pairs run in this one JVM for an hour, and the
+    # 10 M / 30 M-row inputs are generated in it (at Spark's default of 1 GB the
+    # 10 M input's Parquet write failed with OutOfMemoryError in a full run)
+    spark = build_spark_session("bench", extras=["s3a"] if "s3a" in only else (), conf={"spark.driver.memory": "4g"})
     scratch = Path(tempfile.mkdtemp(prefix="bench-"))
     b = Bench(spark, scratch)
     try:
