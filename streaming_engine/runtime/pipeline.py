@@ -16,8 +16,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from concurrent.futures import Future
 from collections.abc import Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
