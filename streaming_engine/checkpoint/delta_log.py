@@ -409,6 +409,22 @@ def append_small(
     return Appended(int(version), table.num_rows)
 
 
+def create(spark: "SparkSession", location: str, schema: "StructType", properties: "dict[str, str] | None" = None) -> bool:
+    """Create an empty table (``CREATE TABLE`` in its history) where there is
+    none; False when one is there already. Two creating at once: one commits,
+    the other's commit raises (the caller tries again, and finds the table)."""
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    none = _none(spark)
+    txn = _delta_log(spark, location).startTransaction(none, none)
+    if txn.readVersion() >= 0:
+        return False
+    txn.updateMetadataForNewTable(_action(jvm, {"metaData": _new_metadata(schema, (), properties)}))
+    ops = getattr(getattr(jvm.org.apache.spark.sql.delta.DeltaOperations, "CreateTable$"), "MODULE$")
+    defaults = [getattr(ops, f"apply$default${i}")() for i in (3, 4)]
+    txn.commit(_seq(jvm, []), ops.apply(txn.metadata(), False, *defaults))
+    return True
+
+
 def pa_numeric(t: Any) -> bool:
     import pyarrow as pa
 

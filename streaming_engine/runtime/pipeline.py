@@ -19,7 +19,7 @@ import time
 from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from streaming_engine.checkpoint import ledger, resume
 from streaming_engine.dag.logical import LogicalDag
@@ -106,7 +106,9 @@ class PipelineRunner:
 
     def _open_sinks(self, where: resume.Progress) -> None:
         """Read, once per query start, the epoch every sink's target holds per
-        table; stop when the checkpoint is behind them (``checkpoint.resume``)."""
+        table; stop when the checkpoint is behind them (``checkpoint.resume``).
+        Then start creating the job's ledger if it has none (an empty Delta
+        table), so that the first epoch appends to it instead of creating it."""
         self.marks, self.targets = {}, {}
         for v in self.pipeline.vertices:
             if v.kind != "sink":
@@ -132,6 +134,9 @@ class PipelineRunner:
                 "checkpoint behind its targets: skipping the epochs they hold (checkpoint.behind_targets = skip)",
                 extra={"pipeline": self.pipeline.key, "checkpoint_epoch": where.newest, "targets": "; ".join(ahead)},
             )
+        # the job's ledger, if it has none, created while the first epoch runs
+        # (which waits for it before recording itself): not on the start's path
+        self._ledger_created = _in_background(ledger.create, self.spark, self.ledger_path)
 
     def _sources(self) -> list[ExecutionVertex]:
         return [v for v in self.pipeline.vertices if v.kind == "source"]
@@ -228,6 +233,7 @@ class PipelineRunner:
             outputs = self._run_vertices(batch, batch_id, cached, shuffled, built=self._dead_letters)
             commits += self._commit_sinks(outputs, batch_id, batch if shuffled else None)
             faults.maybe_crash("before_ledger", batch_id)
+            self._ledger_created.result()
             ledger.record(
                 self.spark, self.ledger_path, self.dag.job_name, self.pipeline.key, batch_id, commits,
                 replay=batch_id == self.replay_epoch,
@@ -446,9 +452,9 @@ def _short(e: Exception) -> str:
     return f"{type(e).__name__}: {best}"
 
 
-def _in_background(fn, *args) -> "Future[None]":
+def _in_background(fn, *args) -> "Future[Any]":
     """``fn(*args)`` on a daemon thread of its own; its outcome as a future."""
-    done: Future[None] = Future()
+    done: Future[Any] = Future()
 
     def run() -> None:
         try:
@@ -456,5 +462,5 @@ def _in_background(fn, *args) -> "Future[None]":
         except BaseException as e:  # noqa: BLE001 - handed to whoever waits
             done.set_exception(e)
 
-    threading.Thread(target=run, name="open-sinks", daemon=True).start()
+    threading.Thread(target=run, name=f"background-{fn.__name__}", daemon=True).start()
     return done

@@ -226,6 +226,7 @@ def test_the_targets_are_read_while_the_query_starts_and_no_epoch_commits_before
     hundred tables on an object store take a second) runs while Spark starts
     the query; the first epoch waits for it. An error in that read is the
     job's error, as when it ran first: nothing is committed."""
+    import threading
     import time
 
     from pyspark.sql.streaming import DataStreamWriter
@@ -233,11 +234,14 @@ def test_the_targets_are_read_while_the_query_starts_and_no_epoch_commits_before
     from sinks.delta import Delta
     from streaming_engine.errors import RuntimeFailure
 
-    seen: dict[str, list[float]] = {"opened": [], "query_started": [], "written": []}
+    seen: dict[str, list] = {"opened": [], "query_started": [], "written": [], "asked_while_reading": []}
     real_open, real_write, real_start = Delta.open, Delta.write, DataStreamWriter.start
+    asked = threading.Event()
 
     def slow_open(self, ctx, dataset):
-        time.sleep(2.0)
+        # the read waits until Spark is asked to start the query: it does when
+        # the read runs beside the start, and times out when it runs first
+        seen["asked_while_reading"].append(asked.wait(timeout=60))
         try:
             return real_open(self, ctx, dataset)
         finally:
@@ -249,6 +253,7 @@ def test_the_targets_are_read_while_the_query_starts_and_no_epoch_commits_before
 
     def start(self, *args, **kwargs):
         seen["query_started"].append(time.monotonic())
+        asked.set()
         return real_start(self, *args, **kwargs)
 
     monkeypatch.setattr(Delta, "open", slow_open)
@@ -257,9 +262,17 @@ def test_the_targets_are_read_while_the_query_starts_and_no_epoch_commits_before
     ran = run_job_text(OVERLAP)
     assert ran.result.status == "FINISHED", ran.result.error
     [opened], [query_started] = seen["opened"], seen["query_started"]
-    assert query_started < opened  # Spark was asked to start the query while the targets were read
+    assert seen["asked_while_reading"] == [True]  # Spark was asked to start the query while the targets were read
+    assert query_started < opened
     assert len(seen["written"]) == 2 and min(seen["written"]) > opened  # no epoch wrote before the read was done
     assert ran.delta(spark, "out/t1").count() == 40 and ran.delta(spark, "out/t2").count() == 40
+    # the job's ledger is created (empty) once the targets are read, beside the
+    # first epoch, which then appends to it
+    ledger_path = tmp_path / "checkpoints" / "overlap" / "_ledger"
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{ledger_path}`").orderBy("version").collect()
+    assert [(h.version, h.operation) for h in history] == [(0, "CREATE TABLE"), (1, "WRITE"), (2, "WRITE")]
+    ledger = _ledger(spark, tmp_path, "overlap")
+    assert sorted({e for e, *_ in ledger}) == [0, 1] and sum(rows for *_, rows, _ in ledger) == 80
 
     def broken_open(self, ctx, dataset):
         time.sleep(1.0)
@@ -271,3 +284,4 @@ def test_the_targets_are_read_while_the_query_starts_and_no_epoch_commits_before
     assert failed.result.status == "FAILED" and "target unreadable (test)" in str(failed.result.error)
     assert not seen["written"] and not any(type(e).__name__ == "EpochCommitted" for e in failed.events)
     assert not (tmp_path / "out2").exists()
+    assert not (tmp_path / "checkpoints" / "overlap2" / "_ledger").exists()  # no ledger either

@@ -1,4 +1,4 @@
-"""The commit ledger's table: created by the first epoch's record (directly, no Spark job), then appended per epoch."""
+"""The commit ledger's table: created at query start (or by the first epoch's record), then appended per epoch (directly, no Spark job)."""
 
 import json
 
@@ -70,6 +70,48 @@ def test_the_first_record_creates_the_ledger_and_concurrent_first_records_all_la
             .selectExpr("*", "unix_timestamp(committed_at) AS at").collect())
     assert [(r.epoch, r.table, r.delta_version, r.rows) for r in rows] == [(0, "db.t", 3, 5)]
     assert abs(rows[0].at - time.time()) < 120
+
+
+def test_pipelines_starting_together_create_one_empty_ledger(spark, tmp_path, monkeypatch):
+    """At query start every pipeline of a job creates the ledger if it has
+    none (so the first epoch appends, off the creation's requests): of four
+    racing, one creates it and the others find it; epochs then append."""
+    import threading
+
+    from streaming_engine.checkpoint import delta_log
+
+    path = tmp_path / "job" / "_ledger"
+    read, real = threading.Barrier(4), delta_log._new_metadata
+
+    def after_read(*args, **kwargs):  # every creator read "no table" before any commits: a certain race
+        read.wait(timeout=60)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(delta_log, "_new_metadata", after_read)
+    created, errors = [], []
+
+    def create() -> None:
+        try:
+            created.append(ledger.create(spark, str(path)))
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=create) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert sorted(created) == [False, False, False, True]
+    assert _versions(path) == [0]
+    monkeypatch.setattr(delta_log, "_new_metadata", real)
+    assert ledger.create(spark, str(path)) is False
+    assert spark.read.format("delta").load(str(path)).count() == 0
+    assert ledger.record(spark, str(path), "job", "p0", 0, [CommitRecord("sink", "db.t", "/x", 1, 0, False)])
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").orderBy("version").collect()
+    assert [(h.version, h.operation) for h in history] == [(0, "CREATE TABLE"), (1, "WRITE")]
+    props = spark.sql(f"SHOW TBLPROPERTIES delta.`{path}`").collect()
+    assert ("delta.checkpointInterval", "100") in [(r.key, r.value) for r in props]
 
 
 @pytest.mark.parametrize("engine_jar", [True, False], ids=["engine-jar", "no-engine-jar"])
