@@ -1,7 +1,7 @@
 """Benchmarks: the engine against hand-written PySpark doing the same work with
 the same guarantees, measured in the same run.
 
-    .venv/bin/python -m bench.run            # the full run (about 15-20 minutes on 2 quiet cores)
+    .venv/bin/python -m bench.run            # the full run (about an hour on 2 quiet cores)
     .venv/bin/python -m bench.run --quick    # without the 10 M row jobs
     .venv/bin/python -m bench.run --rows 100000 --repeat 1 --only whole   # a smoke run
 

@@ -102,7 +102,7 @@ def execute(
     _attach_metrics(job, bus)
     bus.subscribe(_log_event)
 
-    # the ledger is created by the first epoch's record (ledger.record)
+    # the ledger is created when a query start has read its targets (PipelineRunner._open_sinks)
     runners = [PipelineRunner(spark.newSession(), dag, p, bus, ledger_path) for p in job.plan.pipelines]
     epochs: dict[str, int] = {r.pipeline.key: 0 for r in runners}
     seen: list[EpochCommitted] = []
