@@ -69,9 +69,9 @@ def record(
     table = pa.Table.from_pylist(
         [dict(zip(schema.names, row)) for row in data], schema=to_arrow_schema(schema, timezone="UTC")
     )
-    # the first append creates the table; pipelines of one job append
-    # concurrently, and of two first appends racing to create it one fails
-    # (ProtocolChangedException): it is tried again on the table the other made
+    # a query start creates the table (create); where it is still missing, the
+    # first append creates it: of two first appends racing to create it one
+    # fails (ProtocolChangedException) and is tried again on the other's table
     delta_txn.with_retries(
         f"append to the ledger {path}",
         lambda: delta_log.append_small(spark, path, table, schema, before_commit=before_commit,
