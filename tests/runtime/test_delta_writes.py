@@ -16,6 +16,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from streaming_engine.jvm import jvm_class
+
 UTC = dt.timezone.utc
 
 # -- helpers --------------------------------------------------------------------
@@ -260,9 +262,16 @@ def test_a_fan_out_written_in_one_spark_job_equals_one_write_per_table(spark, ru
     calls = []
     original = delta_log.append_tables
     monkeypatch.setattr(delta_log, "append_tables", lambda *a, **k: calls.append(len(a[2])) or original(*a, **k))
+    helper = jvm_class(spark._jvm, delta_log.MULTI_TABLE_CLASS)
+    closed_before = helper.filesClosedInBackground()
     one_job = run_job_text(FANOUT, variables={"work": str(tmp_path / "one")})
     assert one_job.result.status == "FINISHED", one_job.result.error
     assert calls == [3, 3], calls  # both epochs, all three tables (db.c has no rows in epoch 1: a txn-only commit)
+    # every file was closed (footer, upload) on a task's closer thread while the
+    # task wrote on (local mode: the tasks run in this JVM): Parquet's memory
+    # pool had room, and the check that reads it still works on this Parquet
+    files = sum(len(_actions(tmp_path / "one" / "out" / n, "add")) for n in ("a", "b", "c"))
+    assert files > 0 and helper.filesClosedInBackground() - closed_before == files
     monkeypatch.setenv(WRITER_ENV, "dataframe")
     per_table = run_job_text(FANOUT.replace("job.name = fan", "job.name = fan2"), variables={"work": str(tmp_path / "per")})
     assert per_table.result.status == "FINISHED", per_table.result.error

@@ -67,6 +67,14 @@ import scala.jdk.javaapi.CollectionConverters;
 public final class MultiTableWrite {
     private MultiTableWrite() {}
 
+    private static final java.util.concurrent.atomic.AtomicLong CLOSED_IN_BACKGROUND =
+        new java.util.concurrent.atomic.AtomicLong();
+
+    /** How many files this JVM's tasks closed on a closer thread (see {@link Closer}). */
+    public static long filesClosedInBackground() {
+        return CLOSED_IN_BACKGROUND.get();
+    }
+
     @SuppressWarnings({"unchecked", "rawtypes"})
     public static String[] write(Dataset<Row> batch, String tablesJson, OptimisticTransaction[] txns)
             throws IOException {
@@ -209,6 +217,10 @@ public final class MultiTableWrite {
             TaskAttemptContext[] contexts = new TaskAttemptContext[groupSchemas.length];
             WriteTaskStatsTracker[] trackers = new WriteTaskStatsTracker[groupSchemas.length];
             List<OpenFile> closed = new ArrayList<>();
+            // a finished file is closed (its Parquet footer written, its upload
+            // done: on an object store a round trip or more) on a closer thread
+            // while this one writes the next table's rows
+            Closer closer = new Closer(conf.value());
             OpenFile open = null;
             try {
                 while (rows.hasNext()) {
@@ -219,7 +231,7 @@ public final class MultiTableWrite {
                     }
                     if (open == null || open.table != table) {
                         if (open != null) {
-                            closed.add(open.close());
+                            closer.close(open);
                         }
                         open = open(partition, table, confs, contexts, trackers);
                     }
@@ -230,13 +242,16 @@ public final class MultiTableWrite {
                     open.write(views[table]);
                 }
                 if (open != null) {
-                    closed.add(open.close());
+                    OpenFile last = open;
                     open = null;
+                    closer.close(last);
                 }
+                closed.addAll(closer.finish());
             } finally {
                 if (open != null) {
                     open.abort();
                 }
+                closer.abort();
             }
             // the statistics of every file, per tracker (keyed by file name)
             List<Map<String, String>> stats = new ArrayList<>();
@@ -302,6 +317,107 @@ public final class MultiTableWrite {
         }
     }
 
+    /**
+     * Closes a task's finished files on at most {@link #THREADS} threads of its
+     * own, in the background, unless that could change how Parquet lays out the
+     * files: a Parquet writer holds its share of Parquet's memory pool until
+     * its close ends, and once the writers open in the executor would need more
+     * than the pool, Parquet shrinks every writer's row groups
+     * ({@code MemoryManager}). A file is closed in the background only while the
+     * pool holds every registered writer, the closing ones and two more at
+     * full row-group size; otherwise (or when the pool cannot be read) on the
+     * task's thread, as Delta's writer does. A failed close fails the task;
+     * the other files are aborted (removed; uncommitted either way).
+     */
+    static final class Closer {
+        static final int THREADS = 2;
+        private final long rowGroup;
+        private final java.util.ArrayDeque<java.util.concurrent.Future<OpenFile>> pending = new java.util.ArrayDeque<>();
+        private final List<OpenFile> inFlight = java.util.Collections.synchronizedList(new ArrayList<>());
+        private final List<OpenFile> done = new ArrayList<>();
+        private java.util.concurrent.ExecutorService pool;
+
+        Closer(Configuration conf) {
+            rowGroup = conf.getLong("parquet.block.size", 128L * 1024 * 1024);
+        }
+
+        void close(OpenFile f) throws Exception {
+            f.closeStats();
+            while (pending.size() >= THREADS) {
+                done.add(next());
+            }
+            if (!roomInParquetPool()) {
+                drain();
+                done.add(f.close());
+                return;
+            }
+            if (pool == null) {
+                pool = java.util.concurrent.Executors.newFixedThreadPool(THREADS, r -> {
+                    Thread t = new Thread(r, "multi-table-write-close");
+                    t.setDaemon(true);
+                    return t;
+                });
+            }
+            inFlight.add(f);
+            pending.add(pool.submit(() -> {
+                f.close();
+                inFlight.remove(f);
+                CLOSED_IN_BACKGROUND.incrementAndGet();
+                return f;
+            }));
+        }
+
+        private OpenFile next() throws Exception {
+            try {
+                return pending.removeFirst().get();
+            } catch (java.util.concurrent.ExecutionException e) {
+                throw e.getCause() instanceof Exception ? (Exception) e.getCause() : e;
+            }
+        }
+
+        private void drain() throws Exception {
+            while (!pending.isEmpty()) {
+                done.add(next());
+            }
+        }
+
+        List<OpenFile> finish() throws Exception {
+            drain();
+            return done;
+        }
+
+        /** Aborts what is still closing (after a failure); a no-op after {@link #finish}. */
+        void abort() {
+            if (pool != null) {
+                pool.shutdownNow();
+                try {
+                    pool.awaitTermination(60, java.util.concurrent.TimeUnit.SECONDS);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+            synchronized (inFlight) {
+                for (OpenFile f : inFlight) {
+                    f.abort();
+                }
+            }
+        }
+
+        private boolean roomInParquetPool() {
+            try {
+                Object manager = org.apache.parquet.hadoop.ParquetOutputFormat.getMemoryManager();
+                java.lang.reflect.Method writers = manager.getClass().getDeclaredMethod("getWriterList");
+                java.lang.reflect.Method total = manager.getClass().getDeclaredMethod("getTotalMemoryPool");
+                writers.setAccessible(true);
+                total.setAccessible(true);
+                int registered = ((Map<?, ?>) writers.invoke(manager)).size();
+                return (registered + 2) * rowGroup <= (Long) total.invoke(manager);
+            } catch (ReflectiveOperationException | RuntimeException e) {
+                return false;
+            }
+        }
+    }
+
     static final class OpenFile {
         final int table;
         final Path path;
@@ -331,12 +447,17 @@ public final class MultiTableWrite {
             }
         }
 
-        /** Closes the file and its statistics (kept by the tracker under the file's name). */
-        OpenFile close() throws IOException {
-            writer.close();
+        /** Ends the file's statistics (kept by the tracker under the file's name): on the task's thread. */
+        OpenFile closeStats() {
             if (stats != null) {
                 stats.closeFile(file);
             }
+            return this;
+        }
+
+        /** Closes the file (footer, upload); any thread, once its rows are written. */
+        OpenFile close() throws IOException {
+            writer.close();
             FileStatus st = fs.getFileStatus(path);
             size = st.getLen();
             mtime = st.getModificationTime();
