@@ -231,7 +231,9 @@ public final class MultiTableWrite {
                     }
                     if (open == null || open.table != table) {
                         if (open != null) {
-                            closer.close(open);
+                            OpenFile finished = open;
+                            open = null;  // the closer's now (it aborts it itself if it cannot take it)
+                            closer.close(finished);
                         }
                         open = open(partition, table, confs, contexts, trackers);
                     }
@@ -341,24 +343,38 @@ public final class MultiTableWrite {
             rowGroup = conf.getLong("parquet.block.size", 128L * 1024 * 1024);
         }
 
+        /** Closes {@code f} (now or in the background); aborts it if it fails before a closer thread has it. */
         void close(OpenFile f) throws Exception {
-            f.closeStats();
-            while (pending.size() >= THREADS) {
-                done.add(next());
+            boolean taken = false;
+            try {
+                f.closeStats();
+                while (pending.size() >= THREADS) {
+                    done.add(next());
+                }
+                if (!roomInParquetPool()) {
+                    drain();
+                    done.add(f.close());
+                    taken = true;
+                    return;
+                }
+                if (pool == null) {
+                    pool = java.util.concurrent.Executors.newFixedThreadPool(THREADS, r -> {
+                        Thread t = new Thread(r, "multi-table-write-close");
+                        t.setDaemon(true);
+                        return t;
+                    });
+                }
+                inFlight.add(f);  // from here on abort() removes it
+                taken = true;
+                submit(f);
+            } finally {
+                if (!taken) {
+                    f.abort();
+                }
             }
-            if (!roomInParquetPool()) {
-                drain();
-                done.add(f.close());
-                return;
-            }
-            if (pool == null) {
-                pool = java.util.concurrent.Executors.newFixedThreadPool(THREADS, r -> {
-                    Thread t = new Thread(r, "multi-table-write-close");
-                    t.setDaemon(true);
-                    return t;
-                });
-            }
-            inFlight.add(f);
+        }
+
+        private void submit(OpenFile f) {
             pending.add(pool.submit(() -> {
                 f.close();
                 inFlight.remove(f);
