@@ -313,7 +313,16 @@ class PipelineRunner:
         )
 
     def finish(self) -> None:
-        """The query ended without error: let every sink check the whole run."""
+        """The query ended without error: the ledger's creation has ended (a
+        run without any epoch, e.g. no new input, does not end while it still
+        commits), and every sink checks the whole run."""
+        try:
+            self._ledger_created.result()
+        except Exception as e:
+            raise RuntimeFailure(
+                "RUNTIME.FAILED",
+                {"detail": f"job {self.dag.job_name}, {self.pipeline.name}: creating its commit ledger: {_short(e)}"},
+            ) from e
         for v in self.pipeline.vertices:
             if v.kind == "sink":
                 lv = self.dag.vertex(v.members[0])

@@ -152,3 +152,47 @@ def test_the_ledger_does_not_checkpoint_every_tenth_epoch(spark, tmp_path):
     assert not list((path / "_delta_log").glob("*.checkpoint*.parquet"))
     [row] = ledger.last_committed(spark, str(path))
     assert (row["last_epoch"], row["epochs"], row["total_rows"]) == (11, 12, sum(range(12)))
+
+
+EMPTY_INPUT = """
+env { job.name = empty_run, job.mode = BATCH }
+source { LocalFile { plugin_output = src, path = "${work}/in", file_format_type = parquet,
+  schema = { fields { id = bigint } } } }
+sink { Delta { plugin_input = src, path = "${work}/out" } }
+"""
+
+
+def test_a_run_without_an_epoch_ends_once_its_ledger_is_created(spark, run_job_text, tmp_path, monkeypatch):
+    """No new input: the query ends without an epoch, and the job ends only
+    after the ledger its start began creating is there (a slow creation is not
+    left committing behind a returned job, or a process that exits); a
+    creation that fails fails the run, naming the ledger."""
+    import time
+
+    from streaming_engine.checkpoint import delta_log
+
+    (tmp_path / "in").mkdir()
+    real = ledger.create
+
+    def slow_create(*args, **kwargs):
+        time.sleep(2)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ledger, "create", slow_create)
+    ran = run_job_text(EMPTY_INPUT)
+    assert ran.result.status == "FINISHED", ran.result.error
+    assert ran.result.committed == []  # no epoch ran
+    path = tmp_path / "checkpoints" / "empty_run" / "_ledger"
+    assert _versions(path) == [0]
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").collect()
+    assert [h.operation for h in history] == ["CREATE TABLE"]
+    assert not (tmp_path / "out" / "_delta_log").exists()
+
+    def failing_create(*args, **kwargs):
+        raise OSError("the store refused the write")
+
+    monkeypatch.setattr(ledger, "create", failing_create)
+    monkeypatch.setattr(delta_log, "create", failing_create)
+    ran = run_job_text(EMPTY_INPUT.replace("empty_run", "empty_run_2"))
+    assert ran.result.status == "FAILED"
+    assert "commit ledger" in str(ran.result.error) and "the store refused the write" in str(ran.result.error)
