@@ -418,12 +418,15 @@ class Delta(Sink):
             location = getattr(self, "_engine_writes", {}).get(table.table_id)
             commit = None
             if location is not None:
+                recent = delta_log.recent_first()
                 try:
                     done = delta_txn.with_retries(
                         f"append to {target.name}",
                         lambda: delta_log.append(
-                            ctx.spark, location, data, app_id, ctx.batch_id, o.partition_by or (), files_written
+                            ctx.spark, location, data, app_id, ctx.batch_id, o.partition_by or (), files_written,
+                            recent=recent(),
                         ),
+                        also=("ProtocolChangedException",),
                     )
                     commit = delta_txn.DeltaCommit(done.version, False, done.rows)
                 except delta_log.Incompatible as e:  # the table changed during the run

@@ -31,11 +31,12 @@ added to Delta later) is written by Delta's DataFrameWriter
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from streaming_engine.checkpoint.delta_txn import conflict_kind
 from streaming_engine.jvm import jvm_class, jvm_constant
@@ -154,15 +155,16 @@ def append(
     epoch: int,
     partition_by: Sequence[str] = (),
     before_commit: Any = None,
+    recent: bool = False,
 ) -> Appended:
     """Write ``df`` (the table's columns) with Delta's writer and commit it as
     epoch ``epoch`` of ``app_id`` in one transaction; a new table is created
     by the same commit. Raises :class:`Incompatible` (nothing written) when
     the table is not one this function may write. ``before_commit`` (a
-    callable) runs between the write and the commit (fault injection)."""
+    callable) runs between the write and the commit (fault injection).
+    ``recent``: start on the state this driver read recently (:func:`_start`)."""
     jvm = spark._jvm  # type: ignore[attr-defined]
-    none = _none(spark)
-    txn = _delta_log(spark, location).startTransaction(none, none)
+    txn = _start(spark, location, recent)
     if txn.readVersion() < 0:
         txn.updateMetadataForNewTable(_action(jvm, {"metaData": _new_metadata(df.schema, partition_by)}))
     else:
@@ -319,6 +321,23 @@ def append_tables(
 RECENT_STATE_MS = 120_000
 
 
+def _start(spark: "SparkSession", location: str, recent: bool) -> Any:
+    """A transaction on the table's state: the one this driver read recently
+    (``recent``: :func:`_start_recent`), else a fresh listing of its log."""
+    if recent:
+        return _start_recent(spark, location)
+    return _delta_log(spark, location).startTransaction(_none(spark), _none(spark))
+
+
+def recent_first() -> "Callable[[], bool]":
+    """``recent`` for the attempts of a retried append: True for the first
+    (no listing: the state the query start or this driver's last commit
+    read), False for every retry (a conflict says the table changed since
+    that state: a table another writer created meanwhile, a new schema)."""
+    calls = itertools.count()
+    return lambda: next(calls) == 0
+
+
 def _start_recent(spark: "SparkSession", location: str) -> Any:
     """A transaction on the table's state this driver read in the last
     :data:`RECENT_STATE_MS` (the query start's :func:`inspect`, or the state
@@ -356,7 +375,7 @@ def _one_job_refusal(txn: Any) -> str | None:
 
 def append_small(
     spark: "SparkSession", location: str, table: Any, schema: "StructType", before_commit: Any = None,
-    properties: "dict[str, str] | None" = None,
+    properties: "dict[str, str] | None" = None, recent: bool = False,
 ) -> Appended:
     """Append a small pyarrow ``table`` (the ledger's rows of an epoch) without
     a Spark job: the driver writes ONE Parquet file through Hadoop's FileSystem
@@ -364,7 +383,7 @@ def append_small(
     min/max of numeric and timestamp columns: timestamps must be whole
     milliseconds, as Delta's statistics are) and operationMetrics. No txn
     action (the caller knows which epochs it wrote). ``properties``: the table
-    properties of a table this append creates."""
+    properties of a table this append creates; ``recent``: as :func:`append`'s."""
     import io
 
     import pyarrow.compute as pc
@@ -377,7 +396,7 @@ def append_small(
     root = jvm.org.apache.hadoop.fs.Path(location)
     fs = root.getFileSystem(spark._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
     name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
-    out = fs.create(jvm.org.apache.hadoop.fs.Path(root, name), False)
+    out = create_new(fs, jvm.org.apache.hadoop.fs.Path(root, name))
     try:
         out.write(bytearray(data))
     finally:
@@ -388,8 +407,7 @@ def append_small(
         if table.num_rows > column.null_count and (pa_numeric(field.type) or pa_timestamp(field.type)):
             low, high = pc.min_max(column).values()
             stats["minValues"][field.name], stats["maxValues"][field.name] = _stat(low.as_py()), _stat(high.as_py())
-    none = _none(spark)
-    txn = _delta_log(spark, location).startTransaction(none, none)
+    txn = _start(spark, location, recent)
     if txn.readVersion() < 0:
         txn.updateMetadataForNewTable(_action(jvm, {"metaData": _new_metadata(schema, (), properties)}))
     elif (reason := _incompatibility(txn, schema, ())) is not None:
@@ -407,6 +425,14 @@ def append_small(
         _register_metrics(spark, txn, {"numFiles": 1, "numOutputRows": table.num_rows, "numOutputBytes": len(data)})
         version = txn.commit(_seq(jvm, [_action(jvm, add)]), _write_operation(jvm))
     return Appended(int(version), table.num_rows)
+
+
+def create_new(fs: Any, path: Any) -> Any:
+    """An output stream for a file of a name nobody else writes (a random
+    one): on S3A without the probes for an existing file or a directory
+    there (a HEAD and a LIST; the builder's ``fs.s3a.create.performance``,
+    an option other file systems ignore)."""
+    return fs.createFile(path).overwrite(False).recursive().opt("fs.s3a.create.performance", "true").build()
 
 
 def create(spark: "SparkSession", location: str, schema: "StructType", properties: "dict[str, str] | None" = None) -> bool:

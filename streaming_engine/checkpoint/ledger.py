@@ -72,10 +72,11 @@ def record(
     # a query start creates the table (create); where it is still missing, the
     # first append creates it: of two first appends racing to create it one
     # fails (ProtocolChangedException) and is tried again on the other's table
+    recent = delta_log.recent_first()
     delta_txn.with_retries(
         f"append to the ledger {path}",
         lambda: delta_log.append_small(spark, path, table, schema, before_commit=before_commit,
-                                       properties=LEDGER_PROPERTIES),
+                                       properties=LEDGER_PROPERTIES, recent=recent()),
         also=("ProtocolChangedException",),
     )
     return True

@@ -852,3 +852,53 @@ def test_a_fan_outs_log_operations_run_commit_log_parallelism_at_a_time(spark, r
     assert seen.get("inspect") == {3} and seen.get("start") == {3} and seen.get("commit") == {3}, seen
     assert [len(ran.rows(spark, f"out/t{i}")) for i in range(4)] == [4, 4, 4, 4]
 
+
+
+def test_an_append_on_the_state_read_at_query_start_lands_after_a_table_another_process_created(
+    spark, run_job_text, tmp_path, monkeypatch
+):
+    """A single-table append starts its transaction on the state the query
+    start read (no listing of the log per epoch). Here another process creates
+    the target table after that read, while the epoch writes its files (its
+    commit written into the log directly, as another process would): the
+    engine's commit of a new table conflicts, is tried again on a fresh
+    listing of the log, and lands after the other process's commit with its
+    txn action; nothing is lost or written twice."""
+    import time
+
+    from streaming_engine.runtime import faults
+
+    _write_parquet_inputs(tmp_path / "in", n_files=1, rows_per_file=5)
+    target = tmp_path / "engine"
+    created: list[int] = []
+    real = faults.maybe_crash
+
+    def other_process_creates_the_table(point: str, epoch: int, sink: str | None = None) -> None:
+        if point == "sink_files_written" and not created:
+            created.append(epoch)
+            source = next((tmp_path / "in").glob("*.parquet"))
+            schema = spark.read.parquet(str(source)).schema
+            name = "other-0.parquet"
+            pq.write_table(pq.read_table(source).slice(0, 1), target / name)
+            now = int(time.time() * 1000)
+            meta = {"id": "other", "format": {"provider": "parquet", "options": {}}, "schemaString": schema.json(),
+                    "partitionColumns": [], "configuration": {}, "createdTime": now}
+            add = {"path": name, "partitionValues": {}, "size": (target / name).stat().st_size,
+                   "modificationTime": now, "dataChange": True}
+            (target / "_delta_log").mkdir(parents=True, exist_ok=True)
+            (target / "_delta_log" / f"{0:020d}.json").write_text("\n".join(json.dumps(a) for a in (
+                {"commitInfo": {"timestamp": now, "operation": "WRITE", "operationParameters": {"mode": "Append"}}},
+                {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}, {"metaData": meta}, {"add": add},
+            )) + "\n")
+        real(point, epoch, sink)
+
+    monkeypatch.setattr(faults, "maybe_crash", other_process_creates_the_table)
+    ran = run_job_text(FILES_JOB)
+    assert ran.result.status == "FINISHED", ran.result.error
+    assert created == [0]
+    commits = _log(target)
+    assert len(commits) == 2  # the other process's creation, then the engine's epoch 0 after it
+    assert [a["txn"]["version"] for a in commits[1] if "txn" in a] == [0]
+    ids = sorted(r.id for r in spark.read.format("delta").load(str(target)).collect())
+    expected = sorted(r.id for r in spark.read.parquet(str(tmp_path / "in")).collect())
+    assert ids == sorted([expected[0], *expected])  # the other process's row and every row of the epoch, once
