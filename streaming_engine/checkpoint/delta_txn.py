@@ -210,6 +210,14 @@ def _txn_session(spark: "SparkSession", app_id: str) -> "tuple[SparkSession, thr
         return found[1], found[2]
 
 
+def forget_sessions(spark: "SparkSession") -> None:
+    """Drop the txn sessions cloned from ``spark`` (its run ended): the
+    registry would keep them, and ``spark``, for the life of the driver."""
+    with _SESSION_TXN_LOCK:
+        for key in [k for k, found in _TXN_SESSIONS.items() if found[0] is spark]:
+            del _TXN_SESSIONS[key]
+
+
 def with_retries(
     what: str, fn: Callable[[], T], attempts: int = 5, backoff_s: float = 0.2, also: tuple[str, ...] = ()
 ) -> T:

@@ -92,7 +92,7 @@ def execute(
     timeout_s: float | None = None,
     count_rows: bool = False,
 ) -> JobResult:
-    from streaming_engine.runtime.session import add_python_files, build_spark_session, required_extras
+    from streaming_engine.runtime.session import add_python_files, build_spark_session, release_session, required_extras
 
     dag = job.dag
     bus = bus or EventBus()
@@ -122,6 +122,8 @@ def execute(
         for item in running:
             if item.query.isActive:
                 item.query.stop()
+        for r in runners:
+            release_session(r.spark)
     bus.publish(JobFinished(dag.job_name, status, error))
     committed = ledger.summarize((e.pipeline, e.epoch, e.commits) for e in seen)
     for row in committed:

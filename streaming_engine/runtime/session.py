@@ -339,3 +339,23 @@ def add_python_files(spark: "SparkSession", raw: Any) -> None:
     for path in python_files_of(raw):
         spark.sparkContext.addPyFile(str(python_file(path)))
 
+
+def release_session(session: "SparkSession") -> None:
+    """Unregister what Spark registered for ``session`` on the SparkContext's
+    listener bus: the session's StreamingQueryListenerBus, added when its first
+    query started and never removed by Spark (every session would stay
+    reachable, and each Spark event be handed to all of them: a driver running
+    job after job, as the benchmark or a job server does, would grow without
+    bound); and the sessions the Delta sink cloned from it for MERGEs with
+    a txn id. Call it once the session's queries have stopped."""
+    from streaming_engine.checkpoint.delta_txn import forget_sessions
+
+    forget_sessions(session)
+    jsession = session._jsparkSession  # type: ignore[attr-defined]
+    try:
+        jsession.sparkContext().listenerBus().removeListener(jsession.streams().listenerBus())
+    except Exception as e:  # bookkeeping: a run that ended must not fail on it (a Spark without these members)
+        import logging
+
+        logging.getLogger("streaming_engine.runtime").warning(
+            "could not unregister a pipeline session's streaming listener bus", extra={"error": str(e)[:300]})

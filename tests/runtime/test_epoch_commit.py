@@ -162,3 +162,26 @@ def test_streaming_fake_source_keeps_producing_until_stopped(spark, run_job_text
     assert len(epochs) >= 3 and epochs == sorted(set(epochs))
     # each trigger admitted rows.per.batch new rows: no batch repeats rows, none is lost
     assert ran.delta(spark, "ticks").count() == 10 * len(epochs)
+
+
+def test_jobs_run_one_after_another_in_one_driver_leave_no_session_behind(spark, run_job_text):
+    """Every pipeline runs on a session of its own; Spark registers a
+    session's streaming listener bus on the SparkContext when its first query
+    starts and never removes it, and the Delta sink clones sessions for its
+    MERGEs. After each run neither is left: a driver running job after job
+    (the benchmark, a job server) does not keep every session it ever made,
+    nor hand every Spark event to all of them."""
+    from streaming_engine.checkpoint import delta_txn
+
+    bus = spark.sparkContext._jsc.sc().listenerBus()
+
+    def session_buses() -> int:
+        return sum(1 for listener in bus.listeners() if listener.getClass().getSimpleName() == "StreamingQueryListenerBus")
+
+    before = session_buses()
+    for _ in range(3):
+        ran = run_job_text(CDC_JOB.replace("cdc_job", f"cdc_job_{_}"))
+        assert ran.result.status == "FINISHED", ran.result.error
+        assert session_buses() == before
+    assert ran.rows(spark, "wh/shop/orders")  # the MERGE sink ran (a txn session was cloned and given back)
+    assert not [s for s, _, _ in delta_txn._TXN_SESSIONS.values() if s is not spark]
