@@ -859,11 +859,12 @@ def test_an_append_on_the_state_read_at_query_start_lands_after_a_table_another_
 ):
     """A single-table append starts its transaction on the state the query
     start read (no listing of the log per epoch). Here another process creates
-    the target table after that read, while the epoch writes its files (its
-    commit written into the log directly, as another process would): the
-    engine's commit of a new table conflicts, is tried again on a fresh
-    listing of the log, and lands after the other process's commit with its
-    txn action; nothing is lost or written twice."""
+    the target table after that read, as the epoch begins (its commit written
+    into the log directly, as another process would): the engine's commit of a
+    new table conflicts, is tried again on a fresh listing of the log, and
+    lands after the other process's commit with its txn action; nothing is
+    lost or written twice. (Had the first attempt listed the log, it would
+    have found the table and not conflicted: the logged retry says it did not.)"""
     import time
 
     from streaming_engine.runtime import faults
@@ -874,18 +875,18 @@ def test_an_append_on_the_state_read_at_query_start_lands_after_a_table_another_
     real = faults.maybe_crash
 
     def other_process_creates_the_table(point: str, epoch: int, sink: str | None = None) -> None:
-        if point == "sink_files_written" and not created:
+        if point == "before_sink" and not created:
             created.append(epoch)
             source = next((tmp_path / "in").glob("*.parquet"))
             schema = spark.read.parquet(str(source)).schema
             name = "other-0.parquet"
+            (target / "_delta_log").mkdir(parents=True, exist_ok=True)
             pq.write_table(pq.read_table(source).slice(0, 1), target / name)
             now = int(time.time() * 1000)
             meta = {"id": "other", "format": {"provider": "parquet", "options": {}}, "schemaString": schema.json(),
                     "partitionColumns": [], "configuration": {}, "createdTime": now}
             add = {"path": name, "partitionValues": {}, "size": (target / name).stat().st_size,
                    "modificationTime": now, "dataChange": True}
-            (target / "_delta_log").mkdir(parents=True, exist_ok=True)
             (target / "_delta_log" / f"{0:020d}.json").write_text("\n".join(json.dumps(a) for a in (
                 {"commitInfo": {"timestamp": now, "operation": "WRITE", "operationParameters": {"mode": "Append"}}},
                 {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}, {"metaData": meta}, {"add": add},
@@ -893,9 +894,20 @@ def test_an_append_on_the_state_read_at_query_start_lands_after_a_table_another_
         real(point, epoch, sink)
 
     monkeypatch.setattr(faults, "maybe_crash", other_process_creates_the_table)
-    ran = run_job_text(FILES_JOB)
+    commit_log = logging.getLogger("streaming_engine.commit")
+    retries = _Records()
+    commit_log.addHandler(retries)
+    try:
+        ran = run_job_text(FILES_JOB)
+    finally:
+        commit_log.removeHandler(retries)
     assert ran.result.status == "FINISHED", ran.result.error
     assert created == [0]
+    # the first attempt started on the state read at query start ("no table") and met the
+    # other process's table; the retry listed the log
+    assert [(r.getMessage(), getattr(r, "conflict", None)) for r in retries.records] == [
+        ("retrying Delta conflict", "ProtocolChangedException")
+    ]
     commits = _log(target)
     assert len(commits) == 2  # the other process's creation, then the engine's epoch 0 after it
     assert [a["txn"]["version"] for a in commits[1] if "txn" in a] == [0]
