@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.jvm import C1_ONLY_OPTS
+
 from tests.components.spark_cluster import SparkStandaloneCluster
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,10 +71,10 @@ def _argv(work: Path, cluster: SparkStandaloneCluster) -> list[str]:
             "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={work / 'events'}",
             "--conf", "spark.eventLog.compress=false", "--conf", "spark.sql.shuffle.partitions=2",
             "--conf", "spark.databricks.delta.snapshotPartitions=1",
-            "--conf", "spark.executor.extraJavaOptions=-XX:TieredStopAtLevel=1"]  # short test JVMs: C1 only
+            "--conf", f"spark.executor.extraJavaOptions={C1_ONLY_OPTS}"]  # short test JVMs: C1 only
 
 
-ENV = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_SUBMIT_OPTS": "-XX:TieredStopAtLevel=1"}  # C1-only driver JVM
+ENV = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_SUBMIT_OPTS": C1_ONLY_OPTS}  # C1-only driver JVM
 
 
 def _submit(work: Path, cluster: SparkStandaloneCluster) -> subprocess.CompletedProcess:

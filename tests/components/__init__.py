@@ -25,6 +25,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from tests.jvm import C1_ONLY
+
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 __all__ = ["KafkaBroker", "PostgresServer", "DebeziumPostgresToKafka", "ComponentError"]
@@ -74,7 +76,7 @@ def java() -> str:
 
 
 # Short-lived test JVMs on 2 cores: C1 only, serial GC.
-JVM_TEST_FLAGS = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Djava.awt.headless=true"]
+JVM_TEST_FLAGS = [*C1_ONLY, "-XX:+UseSerialGC", "-Djava.awt.headless=true"]
 
 
 def free_port() -> int:

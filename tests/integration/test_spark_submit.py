@@ -8,11 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.jvm import C1_ONLY_OPTS
+
 ROOT = Path(__file__).resolve().parents[2]
 
 JOB = """
 env {{ job.name = submitted, checkpoint.dir = "{work}/ck", job.retry.times = 0,
-      spark.driver.extraJavaOptions = "-XX:TieredStopAtLevel=1" }}
+      spark.driver.extraJavaOptions = "{jvm}" }}
 source {{
   FakeSource {{
     plugin_output = src
@@ -31,7 +33,7 @@ sink {{ Delta {{ plugin_input = src, path = "{work}/out", save_mode = upsert }} 
 @pytest.mark.spark
 def test_spark_submit_runs_a_job_to_completion(spark, tmp_path):
     conf = tmp_path / "job.conf"
-    conf.write_text(JOB.format(work=tmp_path))
+    conf.write_text(JOB.format(work=tmp_path, jvm=C1_ONLY_OPTS))
     proc = subprocess.run(
         [str(ROOT / "spark-submit.sh"), "run", "-c", str(conf), "-m", "local[1]"],
         capture_output=True, text=True, timeout=600, cwd=tmp_path,
@@ -49,7 +51,7 @@ def test_spark_submit_runs_a_job_to_completion(spark, tmp_path):
 
 def test_spark_submit_refuses_what_spark_cannot_do_with_the_reason(tmp_path):
     conf = tmp_path / "job.conf"
-    conf.write_text(JOB.format(work=tmp_path))
+    conf.write_text(JOB.format(work=tmp_path, jvm=C1_ONLY_OPTS))
     proc = subprocess.run(
         [str(ROOT / "spark-submit.sh"), "run", "-c", str(conf), "-m", "spark://127.0.0.1:7077", "-e", "cluster"],
         capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
@@ -61,7 +63,7 @@ def test_spark_submit_refuses_what_spark_cannot_do_with_the_reason(tmp_path):
 
 def test_spark_submit_prints_the_yarn_cluster_command_it_would_run(tmp_path):
     conf = tmp_path / "job.conf"
-    conf.write_text(JOB.format(work=tmp_path))
+    conf.write_text(JOB.format(work=tmp_path, jvm=C1_ONLY_OPTS))
     proc = subprocess.run(
         [str(ROOT / "spark-submit.sh"), "run", "-c", str(conf), "-m", "yarn", "-e", "cluster", "--queue", "etl",
          "--dry-run"],

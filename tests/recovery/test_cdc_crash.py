@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.jvm import C1_ONLY_OPTS
+
 from tests.components.fixtures import debezium_factory, kafka_broker, postgres_db  # noqa: F401
 from tests.recovery.test_crash_recovery import Run
 
@@ -36,7 +38,7 @@ CI_KILLS = 7  # 4 targeted + 3 random; STREAMING_ENGINE_SOAK=<kills> for more
 SOAK_KILLS = int(os.environ.get("STREAMING_ENGINE_SOAK", "0") or 0)
 JOB = """
 env { job.name = cdc_crash, checkpoint.dir = "${work}/ck", job.retry.times = 0,
-      spark.driver.extraJavaOptions = "-XX:TieredStopAtLevel=1" }
+      spark.driver.extraJavaOptions = "@JVM@" }
 source {
   Kafka {
     plugin_output = cdc, bootstrap.servers = "${kafka}", topic = "crash\\\\.public\\\\..*", pattern = true
@@ -51,6 +53,7 @@ sink { Delta { plugin_input = cdc, path = "${work}/out/${table_name}", save_mode
     f"primaryKey {{ name = pk, columnNames = [id] }} }} }}"
     for t in TABLES
 )
+JOB = JOB.replace("@JVM@", C1_ONLY_OPTS)
 
 
 class Changes:

@@ -63,13 +63,15 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from tests.jvm import C1_ONLY_OPTS
+
 pytestmark = [pytest.mark.spark, pytest.mark.soak]
 
 ROOT = Path(__file__).resolve().parents[2]
 JOB_NAME = "crash_job"
 JOB = """
 env { job.name = crash_job, checkpoint.dir = "${work}/ck", job.retry.times = 0,
-      spark.driver.extraJavaOptions = "-XX:TieredStopAtLevel=1" }
+      spark.driver.extraJavaOptions = "@JVM@" }
 source {
   LocalFile {
     plugin_output = orders_in, path = "${work}/in/orders", file_format_type = json, max_files_per_trigger = 2
@@ -90,7 +92,7 @@ sink {
   Delta { plugin_input = [orders, users], path = "${work}/state/${table_name}", save_mode = upsert, sequence_column = seq }
   Delta { plugin_input = [orders, users], path = "${work}/log/${table_name}" }
 }
-"""
+""".replace("@JVM@", C1_ONLY_OPTS)
 # sink uids as `streaming-engine explain` shows them (checked against the planner below)
 STATE, LOG = "delta.orders_users", "delta.orders_users-2"
 TABLES = {"shop.orders": "orders", "shop.users": "users"}

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.jvm import C1_ONLY_OPTS
+
 from tests.components.fixtures import kafka_broker_module  # noqa: F401
 
 pytestmark = [pytest.mark.spark, pytest.mark.components, pytest.mark.timeout(600)]
@@ -30,7 +32,7 @@ IDS = list(range(1, 13))
 PER_EPOCH = 3
 JOB = """
 env {{ job.name = {name}, job.mode = BATCH, checkpoint.dir = "${{work}}/ck", job.retry.times = 0,
-      spark.driver.extraJavaOptions = "-XX:TieredStopAtLevel=1" }}  # C1 only: a short job starts faster
+      spark.driver.extraJavaOptions = "{jvm}" }}  # C1 only: a short job starts faster
 source {{ FakeSource {{ plugin_output = src, rows.per.batch = {per_epoch},
   schema = {{ table = "shop.items", fields {{ id = bigint, label = string }}, primaryKey {{ name = pk, columnNames = [id] }} }},
   rows = [ {rows} ] }} }}
@@ -41,7 +43,7 @@ sink {{ Kafka {{ plugin_input = src, topic = "{topic}", bootstrap.servers = "{bo
 
 def _job(work: Path, name: str, topic: str, bootstrap: str, prefix: str = "crash") -> None:
     rows = ", ".join(f'{{ kind = INSERT, fields = [{i}, "item-{i}"] }}' for i in IDS)
-    text = JOB.format(name=name, per_epoch=PER_EPOCH, rows=rows, topic=topic, bootstrap=bootstrap, prefix=prefix)
+    text = JOB.format(jvm=C1_ONLY_OPTS, name=name, per_epoch=PER_EPOCH, rows=rows, topic=topic, bootstrap=bootstrap, prefix=prefix)
     (work / "job.conf").write_text(text)
 
 
