@@ -46,15 +46,21 @@ class Progress:
 
 def progress(spark: "SparkSession", checkpoint: str) -> Progress:
     """Read the offset and commit logs of a query checkpoint (Hadoop FS, any scheme)."""
+    from py4j.protocol import Py4JJavaError
+
     jvm = spark._jvm  # type: ignore[attr-defined]
     root = jvm.org.apache.hadoop.fs.Path(checkpoint)
     fs = root.getFileSystem(spark._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
 
     def newest(name: str) -> int:
-        d = jvm.org.apache.hadoop.fs.Path(root, name)
-        if not fs.exists(d):
-            return -1
-        ids = [int(st.getPath().getName()) for st in fs.listStatus(d) if st.getPath().getName().isdigit()]
+        # one listing, no existence probe first: on S3 a probe is two requests
+        try:
+            listing = fs.listStatus(jvm.org.apache.hadoop.fs.Path(root, name))
+        except Py4JJavaError as e:
+            if e.java_exception.getClass().getName() == "java.io.FileNotFoundException":
+                return -1
+            raise
+        ids = [int(st.getPath().getName()) for st in listing if st.getPath().getName().isdigit()]
         return max(ids, default=-1)
 
     return Progress(committed=newest("commits"), started=newest("offsets"))
