@@ -52,12 +52,14 @@ def progress(spark: "SparkSession", checkpoint: str) -> Progress:
     root = jvm.org.apache.hadoop.fs.Path(checkpoint)
     fs = root.getFileSystem(spark._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
 
+    missing = jvm.java.lang.Class.forName("java.io.FileNotFoundException")
+
     def newest(name: str) -> int:
         # one listing, no existence probe first: on S3 a probe is two requests
         try:
             listing = fs.listStatus(jvm.org.apache.hadoop.fs.Path(root, name))
         except Py4JJavaError as e:
-            if e.java_exception.getClass().getName() == "java.io.FileNotFoundException":
+            if missing.isInstance(e.java_exception):  # a file system may throw a subclass
                 return -1
             raise
         ids = [int(st.getPath().getName()) for st in listing if st.getPath().getName().isdigit()]
