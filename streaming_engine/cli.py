@@ -1,6 +1,6 @@
 """Command line, in the style of SeaTunnel's starter.
 
-    streaming-engine [run|check|explain|plugins] -c job.conf [-i key=value ...]
+    streaming-engine [run|check|explain|status|history|plugins] -c job.conf [-i key=value ...]
                      [--check] [-n NAME] [-m MASTER] [-e client] [--strict] [--restricted]
                      [--format text|json|dot|mermaid]
 
@@ -23,7 +23,7 @@ from streaming_engine.errors import ConfigError, EngineError, Problem
 from streaming_engine.plan.render import FORMATS, render
 from streaming_engine.runtime.session import inside_spark_submit, required_extras
 
-COMMANDS = ("run", "check", "explain", "status", "plugins")
+COMMANDS = ("run", "check", "explain", "status", "history", "plugins")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -47,6 +47,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--format", default="text", choices=FORMATS, help="output format of explain/check")
     p.add_argument("--log-format", default="text", choices=("text", "json"), help="structured log format")
     p.add_argument("--log-level", default="WARNING", help="log level (default WARNING)")
+    p.add_argument("--job-id", help="with 'history': the state changes of one job")
+    p.add_argument("--all", action="store_true", help="with 'history': every job of the history table, not only this one")
     return p
 
 
@@ -100,6 +102,8 @@ def _with_job(command: str, args: argparse.Namespace) -> int:
         return 0
     if command == "status":
         return _status(job, args)
+    if command == "history":
+        return _history(job, args)
     return _run(job, args)
 
 
@@ -129,14 +133,49 @@ def _status(job, args: argparse.Namespace) -> int:
 
 
 def _run(job, args: argparse.Namespace) -> int:
-    try:
-        from streaming_engine.runtime.runner import run_job
-    except ImportError:
-        sys.stdout.write(render(job, "text"))
-        print("error: the runtime is not available in this build yet; 'explain' above shows what it would run",
-              file=sys.stderr)
-        return 1
-    return run_job(job, master=args.master, deploy_mode=args.deploy_mode)
+    """Run attached, under a job master: its id first, its end state's exit code last."""
+    from streaming_engine.control.master import JobMaster
+    from streaming_engine.runtime.runner import print_result
+
+    master = JobMaster(job, master=args.master)
+    print(f"job {job.dag.job_name!r} id {master.job_id} (history: {master.history_path})", file=sys.stderr)
+    result = master.run(count_rows=True)
+    print_result(job, result)
+    return result.exit_code
+
+
+def _history(job, args: argparse.Namespace) -> int:
+    """The jobs in the history table (this job's, or --all), or one job's state changes (--job-id)."""
+    from streaming_engine.control import history
+    from streaming_engine.runtime.session import build_spark_session
+
+    env = job.dag.env
+    path = history.history_path(env.checkpoint_dir, env.history_path)
+    spark = build_spark_session(f"{job.dag.job_name}-history", args.master, conf=env.spark,
+                                extras=required_extras(job.raw))
+    if args.job_id:
+        rows = history.transitions(spark, path, args.job_id)
+        if not rows:
+            print(f"error: no job with id {args.job_id} in {path}", file=sys.stderr)
+            return 1
+    else:
+        rows = history.jobs(spark, path, name=None if args.all else job.dag.job_name)
+    if args.format == "json":
+        print(json.dumps({"history": path, "rows": rows}, indent=2, default=str))
+        return 0
+    if not rows:
+        print(f"no job recorded in {path}")
+        return 0
+    if args.job_id:
+        for r in rows:
+            cause = f"  ({r['cause']})" if r["cause"] else ""
+            print(f"{r['at']}  {r['entity']:<16} {r['previous'] or '-':>15} -> {r['state']:<15}{cause}")
+        return 0
+    for r in rows:
+        end = f"ended {r['finished']}" if r["finished"] else "no end recorded"
+        error = f"\n    error: {r['error']}" if r["error"] and r["state"] != "FINISHED" else ""
+        print(f"{r['job_id']}  {r['job_name']:<20} {r['state']:<15} created {r['created']}  {end}{error}")
+    return 0
 
 
 def _print_problems(problems: Sequence[Problem], fmt: str) -> None:

@@ -78,6 +78,13 @@ MESSAGES: dict[str, str] = {
     "CONFIG.BAD_VARIABLE_VALUE": "the value of variable ${{{name}}} {detail}",
     "CONFIG.TOO_MANY_REFERENCES": "more than {limit} ${{?...}} or placeholder references outside quotes "
     "resolve to paths in the file; pass the values with -i or write them out",
+    "JOB.ILLEGAL_TRANSITION": "{entity} cannot move from {old} to {new} (allowed: {allowed}); this is a bug in the "
+    "engine's control plane: please report it with the job's history (streaming-engine history)",
+    "JOB.ALREADY_RUNNING": "job {job!r} is running already: its checkpoint {lease} is held by {holder} "
+    "(host {host}, pid {pid}, job id {job_id}) since {since}, renewed {renewed}; stop that run first "
+    "(streaming-engine stop, or end its driver): if its driver died, the hold lapses at {expires}",
+    "JOB.LEASE_LOST": "job {job!r} lost its hold on {lease} to {holder} (job id {job_id}): another run of the job "
+    "started while this one was unreachable for longer than job.lease.seconds = {ttl}; this run stops",
     "CONFIG.INCLUDE": "HOCON include is not supported in job files (it reads other files or URLs); "
     "put the content into the job file",
 }

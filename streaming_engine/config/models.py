@@ -45,6 +45,38 @@ class EnvConfig(BaseModel):
     job_retry_interval_seconds: int = Field(
         3, ge=0, alias="job.retry.interval.seconds", description="Seconds between restarts."
     )
+    restart_strategy: Literal["fixed-delay", "exponential-delay", "failure-rate", "none"] = Field(
+        "fixed-delay", alias="restart.strategy",
+        description="How a failed pipeline restarts from its checkpoint: fixed-delay (job.retry.times restarts, "
+        "job.retry.interval.seconds apart), exponential-delay (restart.backoff.*), failure-rate "
+        "(restart.failure_rate.*), none.",
+    )
+    restart_backoff_initial_seconds: float = Field(1.0, ge=0, alias="restart.backoff.initial.seconds",
+                                                   description="exponential-delay: the first delay.")
+    restart_backoff_max_seconds: float = Field(300.0, ge=0, alias="restart.backoff.max.seconds",
+                                               description="exponential-delay: the longest delay.")
+    restart_backoff_multiplier: float = Field(2.0, ge=1, alias="restart.backoff.multiplier",
+                                              description="exponential-delay: the factor between two delays.")
+    restart_backoff_jitter: float = Field(0.1, ge=0, le=1, alias="restart.backoff.jitter",
+                                          description="exponential-delay: each delay varies by +- this fraction.")
+    restart_backoff_reset_seconds: float = Field(
+        3600.0, ge=0, alias="restart.backoff.reset.seconds",
+        description="exponential-delay: a pipeline this long without a failure starts its backoff over.")
+    restart_failure_rate_max_failures: int = Field(
+        3, ge=0, alias="restart.failure_rate.max_failures",
+        description="failure-rate: restarts go on while at most this many failures fall in the interval.")
+    restart_failure_rate_interval_seconds: float = Field(
+        300.0, gt=0, alias="restart.failure_rate.interval.seconds", description="failure-rate: the interval.")
+    job_lease_seconds: float = Field(
+        30.0, ge=1, alias="job.lease.seconds",
+        description="A run holds its job's checkpoint with a lease renewed every third of this; a second run is "
+        "refused while the lease is live, and a driver that died without releasing it (on another host) blocks "
+        "a new run for at most this long.",
+    )
+    history_path: str | None = Field(
+        None, alias="history.path",
+        description="Delta table of job states and their changes (default: <checkpoint.dir>/_history).",
+    )
     chaining: bool = Field(True, description="Chain consecutive transforms into one stage.")
     commit_parallelism: int = Field(
         4, ge=1, le=64, alias="commit.parallelism",

@@ -28,6 +28,14 @@ class JobStarted(Event):
 
 
 @dataclass(frozen=True)
+class PipelineStarting(Event):
+    """The pipeline's query is being started (attempt 1, or a restart)."""
+
+    pipeline: str
+    attempt: int = 1
+
+
+@dataclass(frozen=True)
 class PipelineStarted(Event):
     pipeline: str
     checkpoint: str
@@ -52,6 +60,26 @@ class SourceProgress(Event):
     batch: int
     input_rows: int
     lag: tuple[tuple[str, int, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class PipelineFailed(Event):
+    """The pipeline failed (its query, or its start). ``restart_in``: seconds
+    until the restart strategy starts it again; None: it will not restart
+    (the strategy gave up, or the error cannot heal), PipelineFinished follows."""
+
+    pipeline: str
+    attempt: int
+    error: str
+    restart_in: float | None = None
+
+
+@dataclass(frozen=True)
+class JobStopping(Event):
+    """A stop was asked for (signal, timeout, the control plane): no
+    pipeline restarts; running queries are stopped."""
+
+    reason: str
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,11 @@ BATCH jobs run the same plan with an available-now trigger (one commit path
 for both modes) and return when every pipeline finished; STREAMING jobs run
 until stopped (SIGTERM/SIGINT), ``timeout_s`` passes or every pipeline
 committed ``stop_after_epochs`` epochs. A failed pipeline is restarted from
-its checkpoint up to ``job.retry.times`` times, ``job.retry.interval.seconds``
-apart, unless its error is not transient (a failed Assert, a config error).
+its checkpoint as its restart strategy says (``runtime/restart.py``: by
+default up to ``job.retry.times`` times, ``job.retry.interval.seconds``
+apart), unless its error cannot heal (a failed Assert, a config error); the
+others go on committing meanwhile. Every step is an event (``events.py``):
+the control plane's job master follows the run through them.
 """
 
 from __future__ import annotations
@@ -30,11 +33,16 @@ from streaming_engine.runtime.events import (
     EventBus,
     JobFinished,
     JobStarted,
+    JobStopping,
+    PipelineFailed,
     PipelineFinished,
     PipelineStarted,
+    PipelineStarting,
     SourceProgress,
 )
+from streaming_engine.runtime import restart
 from streaming_engine.runtime.pipeline import PipelineRunner
+from streaming_engine.runtime.restart import RestartTracker
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -46,12 +54,13 @@ log = logging.getLogger("streaming_engine.runtime")
 @dataclass
 class _Running:
     runner: PipelineRunner
-    query: "StreamingQuery"
+    restarts: RestartTracker
+    query: "StreamingQuery | None" = None  # None: not started yet, or waiting for a restart
     attempt: int = 1
-    epochs: int = 0
     done: bool = False
     error: str | None = None
     reported: int = -1  # the newest micro-batch whose progress was published
+    start_at: float = 0.0  # monotonic time of the next (re)start while ``query`` is None
 
 
 @dataclass
@@ -79,7 +88,7 @@ def run_job(
 ) -> int:
     result = execute(job, master, spark, bus, stop_after_epochs, timeout_s, count_rows=print_summary)
     if print_summary:
-        _print_summary(job, result)
+        print_result(job, result)
     return result.exit_code
 
 
@@ -91,7 +100,10 @@ def execute(
     stop_after_epochs: int | None = None,
     timeout_s: float | None = None,
     count_rows: bool = False,
+    stop: threading.Event | None = None,
 ) -> JobResult:
+    """Run the job to its end. ``stop``: set it (or send SIGTERM/SIGINT) to
+    stop the job; the narrow API the control plane drives the run with."""
     from streaming_engine.runtime.session import add_python_files, build_spark_session, release_session, required_extras
 
     dag = job.dag
@@ -109,19 +121,20 @@ def execute(
     bus.subscribe(lambda e: _count_epoch(e, epochs, seen))
     bus.publish(JobStarted(dag.job_name, dag.env.job_mode, tuple(p.name for p in job.plan.pipelines)))
 
-    stop = threading.Event()
+    stop = stop or threading.Event()
     _install_signal_handlers(stop)
-    running: list[_Running] = []
+    running = [_Running(r, restart.tracker(dag.env)) for r in runners]
     try:
-        for r in runners:
-            running.append(_Running(r, _start(r, bus, 1)))
-        status, error = _supervise(job, running, epochs, stop, stop_after_epochs, timeout_s)
+        status, error = _supervise(bus, running, epochs, stop, stop_after_epochs, timeout_s)
     except EngineError as e:
         status, error = "FAILED", str(e)
     finally:
         for item in running:
-            if item.query.isActive:
+            if item.query is not None and item.query.isActive:
                 item.query.stop()
+            if not item.done:  # left by an error of the supervisor itself
+                item.done = True
+                _finished(bus, item, "CANCELED")
         for r in runners:
             release_session(r.spark)
     bus.publish(JobFinished(dag.job_name, status, error))
@@ -143,26 +156,30 @@ def _current_rows(spark: "SparkSession", target: str) -> int | None:
     return None
 
 
-def _start(r: PipelineRunner, bus: EventBus, attempt: int) -> "StreamingQuery":
-    q = r.start()
-    bus.publish(PipelineStarted(r.dag.job_name, r.pipeline.key, r.checkpoint, attempt))
-    return q
-
-
 def _supervise(
-    job: CompiledJob,
+    bus: EventBus,
     running: list[_Running],
     epochs: dict[str, int],
     stop: threading.Event,
     stop_after_epochs: int | None,
     timeout_s: float | None,
 ) -> tuple[str, str | None]:
-    env = job.dag.env
+    """Start every pipeline, watch them, restart a failed one when its
+    strategy allows: never by sleeping in this loop, so the other pipelines
+    go on committing and a stop is heard while a restart waits."""
     deadline = time.monotonic() + timeout_s if timeout_s else None
-    bus = running[0].runner.bus if running else None
     while True:
+        if stop.is_set() or (deadline and time.monotonic() > deadline):
+            bus.publish(JobStopping(running[0].runner.dag.job_name if running else "", "stop requested"
+                                    if stop.is_set() else f"timeout of {timeout_s} s"))
+            _cancel_all(bus, running)
+            return "CANCELED", None
         for item in running:
             if item.done:
+                continue
+            if item.query is None:
+                if time.monotonic() >= item.start_at and _launch(bus, item):
+                    return _fail_job(bus, running, item)
                 continue
             _report_progress(bus, item)
             q = item.query
@@ -181,38 +198,66 @@ def _supervise(
                 try:
                     item.runner.finish()
                 except EngineError as e:
+                    item.error = str(e)
+                    bus.publish(PipelineFailed(item.runner.dag.job_name, item.runner.pipeline.key, item.attempt, str(e)))
                     _finished(bus, item, "FAILED", str(e))
-                    return "FAILED", f"{item.runner.pipeline.name}: {e}"
+                    return _fail_job(bus, running, item)
                 _finished(bus, item, "FINISHED")
                 continue
-            message = _error_text(exc)
-            retry = item.attempt <= env.job_retry_times and _transient(message)
-            if not retry:
-                item.error = message
-                item.done = True
-                _finished(bus, item, "FAILED", message)
-                for other in running:
-                    if other.query.isActive:
-                        other.query.stop()
-                        _finished(bus, other, "CANCELED")
-                return "FAILED", f"{item.runner.pipeline.name}: {message}"
-            log.warning(
-                "restarting pipeline",
-                extra={"pipeline": item.runner.pipeline.name, "attempt": item.attempt + 1, "error": message},
-            )
-            time.sleep(env.job_retry_interval_seconds)
-            item.attempt += 1
-            item.query = _start(item.runner, item.runner.bus, item.attempt)
+            if _failed(bus, item, _error_text(exc)):
+                return _fail_job(bus, running, item)
         if all(i.done for i in running):
             return "FINISHED", None
-        if stop.is_set() or (deadline and time.monotonic() > deadline):
-            for item in running:
-                if not item.done:
-                    item.query.stop()
-                    item.done = True
-                    _finished(bus, item, "CANCELED")
-            return "CANCELED", None
         _wait_a_little(running)
+
+
+def _launch(bus: EventBus, item: _Running) -> bool:
+    """Start (or restart) the pipeline's query; True when it failed for good."""
+    r = item.runner
+    bus.publish(PipelineStarting(r.dag.job_name, r.pipeline.key, item.attempt))
+    try:
+        item.query = r.start()
+    except Exception as e:  # noqa: BLE001 - a failed start is a pipeline failure like any other
+        return _failed(bus, item, str(e) if isinstance(e, EngineError) else _error_text(e))
+    bus.publish(PipelineStarted(r.dag.job_name, r.pipeline.key, r.checkpoint, item.attempt))
+    return False
+
+
+def _failed(bus: EventBus, item: _Running, message: str) -> bool:
+    """The pipeline failed: schedule its restart, or (True) end it FAILED."""
+    r = item.runner
+    delay = item.restarts.on_failure(time.monotonic()) if restart.retriable(message) else None
+    bus.publish(PipelineFailed(r.dag.job_name, r.pipeline.key, item.attempt, message, delay))
+    if delay is None:
+        item.error = message
+        item.done = True
+        _finished(bus, item, "FAILED", message)
+        return True
+    log.warning(
+        "restarting pipeline",
+        extra={"pipeline": r.pipeline.name, "attempt": item.attempt + 1, "in_seconds": round(delay, 3),
+               "strategy": item.restarts.describe(), "error": message},
+    )
+    item.query = None
+    item.attempt += 1
+    item.start_at = time.monotonic() + delay
+    return False
+
+
+def _fail_job(bus: EventBus, running: list[_Running], failed: _Running) -> tuple[str, str | None]:
+    _cancel_all(bus, running)
+    return "FAILED", f"{failed.runner.pipeline.name}: {failed.error}"
+
+
+def _cancel_all(bus: EventBus, running: list[_Running]) -> None:
+    for item in running:
+        if item.done:
+            continue
+        if item.query is not None:
+            item.query.stop()
+            _report_progress(bus, item)
+        item.done = True
+        _finished(bus, item, "CANCELED")
 
 
 def _report_progress(bus: "EventBus | None", item: "_Running") -> None:
@@ -266,12 +311,17 @@ def _partition_lag(sources: list) -> "list[tuple[str, int, int]]":
 
 
 def _wait_a_little(running: list[_Running], seconds: float = 0.2) -> None:
-    """Sleep up to ``seconds``, waking as soon as a running query ends."""
-    active = [i for i in running if not i.done]
+    """Sleep up to ``seconds``, waking as soon as a running query ends or a
+    restart is due."""
+    waiting = [i.start_at for i in running if not i.done and i.query is None]
+    if waiting:
+        seconds = max(0.0, min(seconds, min(waiting) - time.monotonic()))
+    active = [i for i in running if not i.done and i.query is not None]
     if not active:
+        time.sleep(seconds)
         return
     try:
-        active[0].query.awaitTermination(seconds)
+        active[0].query.awaitTermination(seconds)  # type: ignore[union-attr]
     except Exception:  # it failed: the supervisor reads q.exception() next round
         pass
 
@@ -280,14 +330,6 @@ def _finished(bus: EventBus | None, item: _Running, status: str, error: str | No
     if bus is not None:
         r = item.runner
         bus.publish(PipelineFinished(r.dag.job_name, r.pipeline.key, status, error))
-
-
-# Errors that a restart cannot fix: the same input fails the same way again.
-_TERMINAL_MARKERS = ("ASSERT.", "CONFIG.", "SCHEMA.", "RUNTIME.NOT_AVAILABLE", "[terminal]")
-
-
-def _transient(message: str) -> bool:
-    return not any(m in message for m in _TERMINAL_MARKERS)
 
 
 def _error_text(exc: Any) -> str:
@@ -329,7 +371,7 @@ def _install_signal_handlers(stop: threading.Event) -> None:
         signal.signal(sig, lambda *_: stop.set())
 
 
-def _print_summary(job: CompiledJob, result: JobResult) -> None:
+def print_result(job: CompiledJob, result: JobResult) -> None:
     out = sys.stdout if result.status != "FAILED" else sys.stderr
     print(f"job {job.dag.job_name!r} {result.status}", file=out)
     if result.error:

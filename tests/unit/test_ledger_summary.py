@@ -23,15 +23,15 @@ def test_summary_totals_rows_and_epochs_and_keeps_the_last_target_and_version():
 
 
 def test_run_summary_names_each_table_or_says_nothing_was_new(capsys):
-    from streaming_engine.runtime.runner import JobResult, _print_summary
+    from streaming_engine.runtime.runner import JobResult, print_result
     from tests.unit.helpers import compile_ok
 
     job = compile_ok("env { job.name = shop }\nsource { TestSource { } }\nsink { TestSink { } }")
     rows = summarize([("p", 4, [CommitRecord("delta", "db.a", "/wh/a", 12, version=3)])])
-    _print_summary(job, JobResult("FINISHED", committed=rows))
+    print_result(job, JobResult("FINISHED", committed=rows))
     out = capsys.readouterr().out
     assert "job 'shop' FINISHED" in out
     assert "db.a -> /wh/a: 12 rows committed by delta over 1 epoch(s) in this run (last epoch 4)" in out
     assert "nothing new" not in out
-    _print_summary(job, JobResult("FINISHED"))
+    print_result(job, JobResult("FINISHED"))
     assert "nothing new to commit in this run" in capsys.readouterr().out

@@ -1,0 +1,115 @@
+"""Restart strategies: when a failed pipeline starts again from its checkpoint.
+
+Flink's three strategies with SeaTunnel's own keys for the first
+(``env.restart.strategy``):
+
+- ``fixed-delay`` (default): at most ``job.retry.times`` restarts per
+  pipeline, ``job.retry.interval.seconds`` apart (SeaTunnel's meaning);
+- ``exponential-delay``: ``restart.backoff.initial.seconds`` growing by
+  ``restart.backoff.multiplier`` up to ``restart.backoff.max.seconds``, each
+  delay varied by +-``restart.backoff.jitter``; after
+  ``restart.backoff.reset.seconds`` without a failure the backoff starts over;
+  no limit on attempts (a CDC job rides out an outage of any length);
+- ``failure-rate``: restarts ``job.retry.interval.seconds`` apart while at most
+  ``restart.failure_rate.max_failures`` failures fall within
+  ``restart.failure_rate.interval.seconds``;
+- ``none``: never.
+
+A strategy is state per pipeline (:class:`RestartTracker`): pipelines restart
+independently. Errors no restart can heal (:func:`retriable`) never restart.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from streaming_engine.config.models import EnvConfig
+
+STRATEGIES = ("fixed-delay", "exponential-delay", "failure-rate", "none")
+
+# Errors a restart cannot heal: the same input or setting fails the same way
+# again (an assertion, the config, a schema conflict, a checkpoint behind its
+# targets, credentials or permissions).
+_NOT_RETRIABLE = (
+    "ASSERT.", "CONFIG.", "SCHEMA.", "CHECKPOINT.", "JOB.", "RUNTIME.NOT_AVAILABLE", "[terminal]",
+    "AuthenticationException", "AuthorizationException", "AccessDeniedException", "AccessControlException",
+    "password authentication failed",
+)
+
+
+def retriable(message: str) -> bool:
+    return not any(m in message for m in _NOT_RETRIABLE)
+
+
+@dataclass
+class RestartTracker:
+    """One pipeline's restart state under one strategy."""
+
+    strategy: str
+    times: int = 3
+    interval: float = 3.0
+    initial: float = 1.0
+    maximum: float = 300.0
+    multiplier: float = 2.0
+    jitter: float = 0.1
+    reset_after: float = 3600.0
+    max_failures: int = 3
+    window: float = 300.0
+    restarts: int = 0  # restarts granted so far
+    _backoff: float | None = None
+    _last_failure: float | None = None
+    _failures: deque = field(default_factory=deque)
+
+    def on_failure(self, now: float) -> float | None:
+        """A failure at ``now`` (monotonic seconds): the delay before the
+        restart, or None when the strategy gives up."""
+        delay = self._delay(now)
+        self._last_failure = now
+        if delay is not None:
+            self.restarts += 1
+        return delay
+
+    def _delay(self, now: float) -> float | None:
+        if self.strategy == "none":
+            return None
+        if self.strategy == "fixed-delay":
+            return self.interval if self.restarts < self.times else None
+        if self.strategy == "failure-rate":
+            self._failures.append(now)
+            while self._failures and self._failures[0] < now - self.window:
+                self._failures.popleft()
+            return self.interval if len(self._failures) <= self.max_failures else None
+        # exponential-delay
+        if self._backoff is None or (self._last_failure is not None and now - self._last_failure > self.reset_after):
+            self._backoff = self.initial
+        base = min(self._backoff, self.maximum)
+        self._backoff = min(self._backoff * self.multiplier, self.maximum)
+        return max(0.0, base * (1 + random.uniform(-self.jitter, self.jitter)))
+
+    def describe(self) -> str:
+        if self.strategy == "fixed-delay":
+            return f"fixed-delay, {self.times} restart(s) {self.interval:g} s apart"
+        if self.strategy == "failure-rate":
+            return f"failure-rate, at most {self.max_failures} failure(s) per {self.window:g} s"
+        if self.strategy == "exponential-delay":
+            return f"exponential-delay from {self.initial:g} s to {self.maximum:g} s"
+        return "none"
+
+
+def tracker(env: "EnvConfig") -> RestartTracker:
+    return RestartTracker(
+        strategy=env.restart_strategy,
+        times=env.job_retry_times,
+        interval=float(env.job_retry_interval_seconds),
+        initial=env.restart_backoff_initial_seconds,
+        maximum=env.restart_backoff_max_seconds,
+        multiplier=env.restart_backoff_multiplier,
+        jitter=env.restart_backoff_jitter,
+        reset_after=env.restart_backoff_reset_seconds,
+        max_failures=env.restart_failure_rate_max_failures,
+        window=env.restart_failure_rate_interval_seconds,
+    )
