@@ -1,20 +1,23 @@
 """One running instance per job: a lease on the job's checkpoint.
 
 The lease is a directory next to the pipelines' checkpoints
-(``<checkpoint.dir>/<job>/_lease/``) of numbered files, one per holder
-(``0000000007.json``: host, pid, job id, since, renewed), read and written
-through Hadoop's FileSystem (any scheme the checkpoint is on). A run takes
-the lease by creating the next number with ``overwrite = false``: of two runs
-starting at once one wins (atomic on local disks and HDFS; on S3 the create is
-a check then a write, so two runs started within a request's time of each
-other could both win: there the fence of issue #27 is what guarantees).
+(``<checkpoint.dir>/<job>/_lease/``) of small JSON files named
+``<generation>-<renewal>.json`` (host, pid, job id, since, renewed), read and
+written through Hadoop's FileSystem (any scheme the checkpoint is on). Files
+are only ever created, never rewritten, so a reader never sees half of one
+(the newest readable file counts). A run takes the lease by creating the next
+generation's first file with ``overwrite = false``: of two runs starting at
+once one wins (atomic on local disks and HDFS; on S3 the create is a check
+then a write, so two runs started within a request's time of each other could
+both win: there the fence of issue #27 is what guarantees).
 
-The holder renews its file every third of ``job.lease.seconds``. A lease
-lapses when it was released, when it was not renewed for ``job.lease.seconds``
-(its driver died or hangs on another host), or at once when its holder ran
-on this host and its process is gone (a SIGKILLed driver does not block the
-restart). A holder that finds a newer number than its own has lost the lease
-(it was unreachable longer than the lease) and is told so (``on_lost``).
+The holder renews every third of ``job.lease.seconds`` (a new renewal file,
+the previous one deleted). A lease lapses when it was released, when it was
+not renewed for ``job.lease.seconds`` (its driver died or hangs on another
+host), or at once when its holder ran on this host and its process is gone (a
+SIGKILLed driver does not block the restart). A holder that finds a newer
+generation than its own has lost the lease (it was unreachable longer than
+the lease) and is told so (``on_lost``).
 A lease is not a fence: a paused driver can still commit until it looks.
 """
 
@@ -91,14 +94,16 @@ class Lease:
         self.fs = self.dir.getFileSystem(spark._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
         self.directory, self.job, self.job_id, self.ttl = directory, job, job_id, ttl
         self.mine: Holder | None = None
+        self._renewal = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     # -- files -----------------------------------------------------------------
-    def _path(self, generation: int) -> Any:
-        return self.jvm.org.apache.hadoop.fs.Path(self.dir, f"{generation:010d}.json")
+    def _path(self, generation: int, renewal: int) -> Any:
+        return self.jvm.org.apache.hadoop.fs.Path(self.dir, f"{generation:010d}-{renewal:010d}.json")
 
-    def _generations(self) -> list[int]:
+    def _files(self) -> list[tuple[int, int]]:
+        """(generation, renewal) of every lease file, oldest first."""
         try:
             statuses = self.fs.listStatus(self.dir)
         except Exception as e:  # noqa: BLE001 - a missing directory is no lease yet
@@ -107,65 +112,72 @@ class Lease:
             raise
         out = []
         for st in statuses:
-            name = st.getPath().getName()
-            if name.endswith(".json") and name[:-5].isdigit():
-                out.append(int(name[:-5]))
+            gen, _, rest = st.getPath().getName().partition("-")
+            renewal = rest[:-5] if rest.endswith(".json") else ""
+            if gen.isdigit() and renewal.isdigit():
+                out.append((int(gen), int(renewal)))
         return sorted(out)
 
-    def _read(self, generation: int) -> Holder | None:
-        for _ in range(3):  # a holder rewriting its file: read again
-            try:
-                stream = self.fs.open(self._path(generation))
-                try:
-                    text = self.jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
-                finally:
-                    stream.close()
-                return Holder.from_json(generation, text)
-            except Exception as e:  # noqa: BLE001
-                if "FileNotFoundException" in str(e):
-                    return None
-                time.sleep(0.05)
-        # unreadable: treat as held by an unknown run until it lapses by age
-        return Holder(generation, "?", -1, "?", 0.0, time.time(), self.ttl)
-
-    def _write(self, holder: Holder, overwrite: bool) -> None:
-        data = bytearray(holder.to_json().encode())
-        out = self.fs.create(self._path(holder.generation), overwrite)
+    def _read(self, generation: int, renewal: int) -> Holder | None:
+        """The holder a file names; None when it is gone or cannot be read
+        (a run died while writing it)."""
         try:
-            out.write(data)
+            stream = self.fs.open(self._path(generation, renewal))
+            try:
+                text = self.jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+            finally:
+                stream.close()
+            return Holder.from_json(generation, text)
+        except Exception:  # noqa: BLE001 - missing or unreadable: the next older file counts
+            return None
+
+    def _newest(self, files: list[tuple[int, int]]) -> Holder | None:
+        for gen, renewal in reversed(files):
+            holder = self._read(gen, renewal)
+            if holder is not None:
+                return holder
+        return None
+
+    def _write(self, holder: Holder, renewal: int) -> None:
+        out = self.fs.create(self._path(holder.generation, renewal), False)
+        try:
+            out.write(bytearray(holder.to_json().encode()))
         finally:
             out.close()
 
+    def _delete_before(self, files: list[tuple[int, int]], keep: tuple[int, int]) -> None:
+        for f in files:
+            if f < keep:
+                try:
+                    self.fs.delete(self._path(*f), False)
+                except Exception:  # noqa: BLE001 - a leftover file is harmless: the newest counts
+                    pass
+
     # -- the lease ---------------------------------------------------------------
     def current(self) -> Holder | None:
-        gens = self._generations()
-        return self._read(gens[-1]) if gens else None
+        return self._newest(self._files())
 
     def acquire(self) -> Holder | None:
         """Take the lease, or raise ``JOB.ALREADY_RUNNING`` naming its holder.
         Returns the previous holder when it died holding the lease (its run
-        never recorded an end), else None."""
-        gens = self._generations()
-        newest = self._read(gens[-1]) if gens else None
+        may not have recorded an end), else None."""
+        files = self._files()
+        newest = self._newest(files)
         now = time.time()
         if newest is not None and newest.live(now):
             raise self._held(newest)
-        generation = (gens[-1] if gens else 0) + 1
+        generation = max((g for g, _ in files), default=0) + 1
         mine = Holder(generation, socket.gethostname(), os.getpid(), self.job_id, now, now, self.ttl,
                       _process_start(os.getpid()))
         try:
-            self._write(mine, overwrite=False)
-        except Exception as e:  # noqa: BLE001 - another run created this number first
+            self._write(mine, 0)
+        except Exception as e:  # noqa: BLE001 - another run created this generation first
             if "FileAlreadyExists" not in str(e) and "already exists" not in str(e):
                 raise
-            other = self._read(generation)
+            other = self._read(generation, 0)
             raise self._held(other or mine) from None
-        self.mine = mine
-        for g in gens:  # earlier holders' files: the newest is what counts
-            try:
-                self.fs.delete(self._path(g), False)
-            except Exception:  # noqa: BLE001 - a leftover file is harmless
-                pass
+        self.mine, self._renewal = mine, 0
+        self._delete_before(files + [(generation, 0)], (generation, 0))
         return newest if newest is not None and not newest.released else None
 
     def _held(self, h: Holder) -> EngineError:
@@ -180,22 +192,33 @@ class Lease:
         self._thread = threading.Thread(target=self._renew_loop, args=(on_lost,), name="lease-renewal", daemon=True)
         self._thread.start()
 
+    def _renew(self, released: bool = False) -> list[tuple[int, int]]:
+        """Write the next renewal file of this holder; the files seen before."""
+        mine = self.mine
+        assert mine is not None
+        files = self._files()
+        self.mine = Holder(**{**asdict(mine), "renewed": time.time(), "released": released})
+        self._renewal += 1
+        self._write(self.mine, self._renewal)
+        self._delete_before(files, (mine.generation, self._renewal))
+        return files
+
     def _renew_loop(self, on_lost: Callable[[EngineError], None]) -> None:
         while not self._stop.wait(self.ttl / 3):
             mine = self.mine
             if mine is None:
                 return
             try:
-                newest = max(self._generations(), default=0)
+                files = self._files()
+                newest = max((g for g, _ in files), default=0)
                 if newest > mine.generation:
-                    other = self._read(newest)
+                    other = self._newest([f for f in files if f[0] == newest])
                     self.mine = None
                     on_lost(EngineError("JOB.LEASE_LOST", {
                         "job": self.job, "lease": self.directory, "ttl": self.ttl,
                         "holder": f"{other.host}:{other.pid}" if other else "?", "job_id": other.job_id if other else "?"}))
                     return
-                self.mine = Holder(**{**asdict(mine), "renewed": time.time()})
-                self._write(self.mine, overwrite=True)
+                self._renew()
             except Exception as e:  # noqa: BLE001 - a failed renewal is retried; the lease lapses only after ttl
                 log.warning("lease renewal failed", extra={"lease": self.directory, "error": str(e)[:300]})
 
@@ -203,11 +226,11 @@ class Lease:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
-        mine, self.mine = self.mine, None
-        if mine is None:
+        if self.mine is None:
             return
         try:
-            if max(self._generations(), default=0) == mine.generation:
-                self._write(Holder(**{**asdict(mine), "renewed": time.time(), "released": True}), overwrite=True)
+            if max((g for g, _ in self._files()), default=0) == self.mine.generation:
+                self._renew(released=True)
         except Exception as e:  # noqa: BLE001 - it lapses by age then
             log.warning("lease release failed", extra={"lease": self.directory, "error": str(e)[:300]})
+        self.mine = None

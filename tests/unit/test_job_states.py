@@ -1,0 +1,150 @@
+"""Job and pipeline states (checked transitions, the end state) and restart strategies, without Spark."""
+
+from __future__ import annotations
+
+import pytest
+
+from streaming_engine.config.models import EnvConfig
+from streaming_engine.control.states import (
+    JOB_TRANSITIONS, PIPELINE_TRANSITIONS, JobStatus as J, PipelineStatus as P, job_end_state, job_machine,
+    pipeline_machine,
+)
+from streaming_engine.errors import EngineError
+from streaming_engine.runtime import restart
+
+
+def test_the_states_are_seatunnels():
+    assert [s.value for s in J] == [
+        "INITIALIZING", "CREATED", "PENDING", "SCHEDULED", "RUNNING", "FAILING", "DOING_SAVEPOINT", "CANCELING",
+        "FAILED", "SAVEPOINT_DONE", "CANCELED", "FINISHED", "UNKNOWABLE",
+    ]
+    assert {s for s in J if s.terminal} == {J.FAILED, J.SAVEPOINT_DONE, J.CANCELED, J.FINISHED, J.UNKNOWABLE}
+    assert {s for s in P if s.terminal} == {P.FAILED, P.SAVEPOINT_DONE, P.CANCELED, P.FINISHED}
+
+
+def test_a_job_walks_its_states_and_records_each_move():
+    m = job_machine()
+    for s in (J.CREATED, J.PENDING, J.SCHEDULED, J.RUNNING, J.FAILING, J.FAILED):
+        m.move(s, f"to {s.value}")
+    assert [(t.old, t.new) for t in m.history] == [
+        (None, "INITIALIZING"), ("INITIALIZING", "CREATED"), ("CREATED", "PENDING"), ("PENDING", "SCHEDULED"),
+        ("SCHEDULED", "RUNNING"), ("RUNNING", "FAILING"), ("FAILING", "FAILED"),
+    ]
+    assert m.history[-1].cause == "to FAILED"
+
+
+@pytest.mark.parametrize("path, illegal", [
+    ((), J.RUNNING),  # INITIALIZING cannot run before it was created and scheduled
+    ((J.CREATED, J.PENDING, J.SCHEDULED, J.RUNNING), J.CANCELED),  # only through CANCELING
+    ((J.CREATED, J.PENDING, J.SCHEDULED, J.RUNNING, J.FINISHED), J.RUNNING),  # an end state is final
+    ((J.CREATED, J.PENDING, J.SCHEDULED, J.RUNNING, J.FAILING), J.FINISHED),
+])
+def test_an_illegal_job_transition_fails_loudly_and_changes_nothing(path, illegal):
+    m = job_machine()
+    for s in path:
+        m.move(s)
+    before = m.state
+    with pytest.raises(EngineError) as e:
+        m.move(illegal)
+    assert e.value.condition == "JOB.ILLEGAL_TRANSITION"
+    assert e.value.params["old"] == before.value and e.value.params["new"] == illegal.value
+    assert m.state is before and len(m.history) == len(path) + 1
+
+
+def test_a_pipeline_restarts_through_created_and_cannot_skip_deploying():
+    m = pipeline_machine("p")
+    for s in (P.SCHEDULED, P.DEPLOYING, P.RUNNING, P.FAILING, P.CREATED, P.SCHEDULED, P.DEPLOYING, P.RUNNING, P.FINISHED):
+        m.move(s)
+    assert m.state is P.FINISHED
+    fresh = pipeline_machine("q")
+    with pytest.raises(EngineError):
+        fresh.move(P.RUNNING)
+
+
+def test_every_state_reaches_an_end_and_ends_have_no_way_out():
+    for table, ends in ((JOB_TRANSITIONS, {s for s in J if s.terminal}), (PIPELINE_TRANSITIONS, {s for s in P if s.terminal})):
+        for s, nexts in table.items():
+            if s in ends:
+                assert not nexts, s
+                continue
+            seen, todo = set(), [s]
+            while todo:
+                for n in table[todo.pop()]:
+                    if n not in seen:
+                        seen.add(n)
+                        todo.append(n)
+            assert seen & ends, f"{s} never ends"
+
+
+@pytest.mark.parametrize("pipelines, savepoint, end", [
+    ([P.FINISHED, P.FINISHED], False, J.FINISHED),
+    ([P.FINISHED, P.FAILED], False, J.FAILED),
+    ([P.CANCELED, P.FAILED], False, J.FAILED),
+    ([P.CANCELED, P.FINISHED], False, J.CANCELED),
+    ([P.SAVEPOINT_DONE, P.FINISHED], False, J.SAVEPOINT_DONE),
+    ([P.SAVEPOINT_DONE, P.SAVEPOINT_DONE], True, J.SAVEPOINT_DONE),
+])
+def test_the_job_end_state_is_derived_from_its_pipelines(pipelines, savepoint, end):
+    assert job_end_state(pipelines, savepoint) is end
+
+
+def test_no_end_state_while_a_pipeline_runs():
+    with pytest.raises(EngineError):
+        job_end_state([P.FINISHED, P.RUNNING])
+
+
+# -- restart strategies -----------------------------------------------------------
+def _tracker(**env) -> restart.RestartTracker:
+    return restart.tracker(EnvConfig.model_validate(env))
+
+
+def test_fixed_delay_grants_job_retry_times_restarts_at_the_interval():
+    t = _tracker(**{"job.retry.times": 2, "job.retry.interval.seconds": 7})
+    assert [t.on_failure(x) for x in (0, 100, 200, 300)] == [7.0, 7.0, None, None]
+
+
+def test_fixed_delay_with_zero_times_never_restarts():
+    assert _tracker(**{"job.retry.times": 0}).on_failure(0) is None
+
+
+def test_none_never_restarts():
+    assert _tracker(**{"restart.strategy": "none", "job.retry.times": 5}).on_failure(0) is None
+
+
+def test_failure_rate_gives_up_only_when_too_many_failures_fall_in_the_interval():
+    t = _tracker(**{"restart.strategy": "failure-rate", "restart.failure_rate.max_failures": 2,
+                    "restart.failure_rate.interval.seconds": 60, "job.retry.interval.seconds": 1})
+    assert t.on_failure(0) == 1.0 and t.on_failure(10) == 1.0
+    assert t.on_failure(20) is None  # a third failure within 60 s
+    t = _tracker(**{"restart.strategy": "failure-rate", "restart.failure_rate.max_failures": 2,
+                    "restart.failure_rate.interval.seconds": 60})
+    assert all(t.on_failure(x) is not None for x in (0, 40, 80, 120, 160))  # never more than two in a minute
+
+
+def test_exponential_delay_grows_to_its_maximum_with_jitter_and_resets_after_a_quiet_period():
+    t = _tracker(**{"restart.strategy": "exponential-delay", "restart.backoff.initial.seconds": 1,
+                    "restart.backoff.multiplier": 2, "restart.backoff.max.seconds": 10, "restart.backoff.jitter": 0,
+                    "restart.backoff.reset.seconds": 100})
+    assert [t.on_failure(x) for x in (0, 1, 2, 3, 4, 5)] == [1, 2, 4, 8, 10, 10]
+    assert t.on_failure(500) == 1  # quiet for longer than the reset period
+    jittered = {"restart.strategy": "exponential-delay", "restart.backoff.initial.seconds": 10, "restart.backoff.jitter": 0.2}
+    delays = [_tracker(**jittered).on_failure(0) for _ in range(30)]  # each one a first delay
+    assert all(8 <= d <= 12 for d in delays) and len(set(delays)) > 1
+
+
+@pytest.mark.parametrize("message, heals", [
+    ("RuntimeFailure: [RUNTIME.FAILED] job j, pipeline-1, epoch 3: Py4JJavaError: connection reset", True),
+    ("[ASSERT.FAILED] Assert rule failed: ...", False),
+    ("[CHECKPOINT.BEHIND_TARGETS] the checkpoint /x is behind its targets", False),
+    ("[SCHEMA.INCOMPATIBLE] table 't' is not compatible", False),
+    ("org.apache.kafka.common.errors.SaslAuthenticationException: Authentication failed", False),
+    ("FATAL: password authentication failed for user \"x\"", False),
+])
+def test_errors_that_cannot_heal_never_restart(message, heals):
+    assert restart.retriable(message) is heals
+
+
+def test_restart_options_are_validated():
+    with pytest.raises(Exception) as e:
+        EnvConfig.model_validate({"restart.strategy": "sometimes"})
+    assert "fixed-delay" in str(e.value)
