@@ -375,7 +375,9 @@ class Delta(Sink):
         for t in tables:
             if t.table_id in written:
                 done = written[t.table_id]
-                out[t.table_id] = CommitRecord(ctx.sink_uid, t.table_id, self.target_for(t), done.rows, done.version, False)
+                out[t.table_id] = CommitRecord(
+                    ctx.sink_uid, t.table_id, self.target_for(t), done.rows, done.version, False, done.seconds
+                )
         return out
 
     def _target(self, table: TableSchema) -> Any:
@@ -389,6 +391,7 @@ class Delta(Sink):
         from streaming_engine.runtime.context import CommitRecord
 
         o = self.options
+        began = time.monotonic()
         target = self._target(table)
         app_id = ctx.txn_app_id(table.table_id)
         files_written = lambda: faults.maybe_crash("sink_files_written", ctx.batch_id, ctx.sink_uid)  # noqa: E731
@@ -437,8 +440,11 @@ class Delta(Sink):
                 commit = delta_txn.append_with_writer(
                     ctx.spark, data, target, app_id, ctx.batch_id, partition_by=o.partition_by or ()
                 )
+        seconds = None if commit.skipped else time.monotonic() - began
         faults.maybe_crash("sink_table_committed", ctx.batch_id, ctx.sink_uid)
-        return CommitRecord(ctx.sink_uid, table.table_id, target.name, commit.rows, commit.version, commit.skipped)
+        return CommitRecord(
+            ctx.sink_uid, table.table_id, target.name, commit.rows, commit.version, commit.skipped, seconds
+        )
 
 
 def _incompatible(table: TableSchema, detail: str) -> SchemaError:

@@ -63,6 +63,7 @@ _LEGACY_FEATURES = {
 class Appended:
     version: int
     rows: int
+    seconds: float | None = None  # append_tables: from the start of the write to this table's commit
 
 
 class Incompatible(Exception):
@@ -248,6 +249,7 @@ def append_tables(
     and the commits, ``after_commit`` after each table's commit (fault injection)."""
     from streaming_engine.runtime.parallel import map_concurrently
 
+    began = time.monotonic()
     jvm = spark._jvm  # type: ignore[attr-defined]
     none = _none(spark)
 
@@ -305,9 +307,10 @@ def append_tables(
             # uncommitted (invisible, VACUUM removes them); the caller writes
             # the table again on its own, with the per-table conflict retries
             return f"its commit met a concurrent change ({kind})"
+        seconds = time.monotonic() - began
         if after_commit is not None:
             after_commit()
-        return Appended(int(version), rows)
+        return Appended(int(version), rows, seconds)
 
     done = map_concurrently(commit, list(range(n)), parallelism)
     for (t, _), result in zip(started, done):

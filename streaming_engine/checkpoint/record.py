@@ -15,3 +15,6 @@ class CommitRecord:
     rows: int
     version: int | None = None  # Delta version committed (None: skipped on replay, or not Delta)
     skipped: bool = False  # the epoch was already committed (idempotent replay)
+    # Delta commits: seconds from the start of the table's write to its commit
+    # (metrics only: the ledger does not store it); None where not measured
+    seconds: float | None = None

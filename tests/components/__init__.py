@@ -4,7 +4,9 @@
 * ``PostgresServer`` (``tests.components.postgres``): the Debian PostgreSQL 15,
   ``wal_level=logical``;
 * ``DebeziumPostgresToKafka`` (``tests.components.debezium``): the Debezium embedded
-  engine (``java/DebeziumToKafka.java``) capturing PostgreSQL tables into Kafka.
+  engine (``java/DebeziumToKafka.java``) capturing PostgreSQL tables into Kafka;
+* ``PrometheusServer`` (``tests.components.prometheus``): the Debian Prometheus,
+  installed with apt-get when missing, scraping the engine's metrics endpoint.
 
 Their jars are fetched by ``scripts/fetch_components.py`` (into the git-ignored
 ``.components/``); every class calls ``ensure()`` itself. Pytest fixtures are in
@@ -29,7 +31,7 @@ from tests.jvm import C1_ONLY
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
-__all__ = ["KafkaBroker", "PostgresServer", "DebeziumPostgresToKafka", "ComponentError"]
+__all__ = ["KafkaBroker", "PostgresServer", "DebeziumPostgresToKafka", "PrometheusServer", "ComponentError"]
 
 
 class ComponentError(RuntimeError):
@@ -49,6 +51,10 @@ def __getattr__(name: str):  # lazy re-exports: `from tests.components import Ka
         from tests.components.debezium import DebeziumPostgresToKafka
 
         return DebeziumPostgresToKafka
+    if name == "PrometheusServer":
+        from tests.components.prometheus import PrometheusServer
+
+        return PrometheusServer
     raise AttributeError(name)
 
 

@@ -83,6 +83,11 @@ def test_multi_table_cdc_job_commits_every_epoch_to_every_sink(spark, run_job_te
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     series = 'streaming_engine_rows_committed_total{job="cdc_job",pipeline="cdc",sink="delta.cdc-2",table="shop.orders"}'
     assert f"{series} 900.0" in text
+    # commit latency: one observation per epoch and table, for the appends and the MERGEs alike
+    for sink in SINKS:
+        for table in TABLES:
+            labels = f'job="cdc_job",pipeline="cdc",sink="{sink}",table="{table}"'
+            assert f"streaming_engine_commit_duration_seconds_count{{{labels}}} 3.0" in text, (sink, table)
     assert 'streaming_engine_last_committed_epoch{job="cdc_job",pipeline="cdc"} 2.0' in text
     assert 'streaming_engine_job_status{job="cdc_job"} 2.0' in text
 
