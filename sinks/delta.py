@@ -192,8 +192,21 @@ class Delta(Sink):
     Options = DeltaSinkOptions
     description = "Appends or upserts each table into a Delta Lake table, exactly once per micro-batch."
     commit_protocol = "delta-txn"
+    # what the rows in the targets mean: a restore cannot change it under them
+    restore_fixed = frozenset({"save_mode", "primary_key", "sequence_column", "source_order_column", "stored_as_scd_type"})
 
     options: DeltaSinkOptions
+
+    @classmethod
+    def restore_refusals(cls, old: dict, new: dict) -> list[str]:
+        """Also the primary key of each table an upsert sink MERGEs by."""
+        out = super().restore_refusals(old, new)
+        if new["options"].get("save_mode") == "upsert" and not new["options"].get("primary_key"):
+            keys = lambda v: {t["table"]: t.get("primary_key") for t in v["schema"]}  # noqa: E731
+            before, after = keys(old), keys(new)
+            out += [f"the primary key of table {t!r} changed from {before[t]} to {after[t]}"
+                    for t in sorted(set(before) & set(after)) if before[t] != after[t]]
+        return out
 
     def key_for(self, table: TableSchema) -> tuple[str, ...]:
         return tuple(self.options.primary_key or table.primary_key)

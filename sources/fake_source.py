@@ -308,6 +308,7 @@ class FakeSource(Source):
         "int.fake.template": "a typo on the page for int.fake.mode (SeaTunnel's FakeSource reads int.fake.mode): "
         "an unknown option here too (a warning); write int.fake.mode",
     }
+    restore_tunable = frozenset({"rows.per.batch", "split.read-interval"})  # the pace, not the rows
     Options = FakeSourceOptions
     description = "Generates random or fixed rows from a declared schema (SeaTunnel FakeSource)."
     boundedness = "both"

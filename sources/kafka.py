@@ -323,6 +323,9 @@ class Kafka(Source):
     Options = KafkaSourceOptions
     description = "Reads Kafka topics (json, text, Debezium change events), offsets in the checkpoint."
     boundedness = "both"
+    # the topics and brokers the checkpoint's offsets belong to; consumer
+    # settings, credentials and rate limits may change on a restore
+    restore_identity = frozenset({"topic", "pattern", "bootstrap.servers"})
 
     options: KafkaSourceOptions
 

@@ -320,6 +320,7 @@ class LocalFile(Source):
     Options = LocalFileSourceOptions
     description = "Reads json, csv, text, xml, parquet or orc files from a local directory (SeaTunnel LocalFile)."
     boundedness = "both"
+    restore_tunable = frozenset({"max_files_per_trigger"})
 
     options: LocalFileSourceOptions
 

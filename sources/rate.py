@@ -56,6 +56,7 @@ class Rate(Source):
     Options = RateOptions
     description = "Spark's rate source: (timestamp, value) rows at a fixed rate, for benchmarks."
     boundedness = "unbounded"
+    restore_tunable = frozenset({"rowsPerSecond", "rampUpTime"})
 
     options: RateOptions
 

@@ -18,6 +18,11 @@ host), or at once when its holder ran on this host and its process is gone (a
 SIGKILLed driver does not block the restart). A holder that finds a newer
 generation than its own has lost the lease (it was unreachable longer than
 the lease) and is told so (``on_lost``).
+
+``streaming-engine stop`` (from any host) asks the holder to stop by creating
+``stop-<generation>.json`` next to its files; the holder looks every second
+(``on_stop``). A request names the generation it is for, so a request left
+behind never stops a later run.
 A lease is not a fence: a paused driver can still commit until it looks.
 """
 
@@ -178,6 +183,11 @@ class Lease:
             raise self._held(other or mine) from None
         self.mine, self._renewal = mine, 0
         self._delete_before(files + [(generation, 0)], (generation, 0))
+        for g in {g for g, _ in files}:  # stop requests for earlier holders
+            try:
+                self.fs.delete(self._stop_path(g), False)
+            except Exception:  # noqa: BLE001 - one left behind is ignored: it names another generation
+                pass
         return newest if newest is not None and not newest.released else None
 
     def _held(self, h: Holder) -> EngineError:
@@ -186,11 +196,45 @@ class Lease:
             "job_id": h.job_id, "since": _fmt(h.since), "renewed": _fmt(h.renewed), "expires": _fmt(h.renewed + h.ttl),
         })
 
-    def keep(self, on_lost: Callable[[EngineError], None]) -> None:
+    def keep(self, on_lost: Callable[[EngineError], None], on_stop: Callable[[bool], None] | None = None) -> None:
         """Renew the lease every third of its time on a thread of its own;
-        ``on_lost(error)`` when another run took it."""
-        self._thread = threading.Thread(target=self._renew_loop, args=(on_lost,), name="lease-renewal", daemon=True)
+        ``on_lost(error)`` when another run took it, ``on_stop(savepoint)``
+        when a stop was requested for this holder."""
+        self._thread = threading.Thread(target=self._renew_loop, args=(on_lost, on_stop), name="lease-renewal",
+                                        daemon=True)
         self._thread.start()
+
+    def _stop_path(self, generation: int) -> Any:
+        return self.jvm.org.apache.hadoop.fs.Path(self.dir, f"stop-{generation:010d}.json")
+
+    def request_stop(self, savepoint: bool, by: str) -> Holder:
+        """Ask the live holder to stop (``JOB.NOT_RUNNING`` when none holds the lease)."""
+        holder = self.current()
+        if holder is None or not holder.live(time.time()):
+            last = f" (the last run was job id {holder.job_id})" if holder is not None else ""
+            raise EngineError("JOB.NOT_RUNNING", {"job": self.job, "lease": self.directory, "last": last})
+        out = self.fs.create(self._stop_path(holder.generation), True)
+        try:
+            out.write(bytearray(json.dumps({"savepoint": savepoint, "by": by, "at": time.time()}).encode()))
+        finally:
+            out.close()
+        return holder
+
+    def _stop_requested(self, generation: int) -> bool | None:
+        """None: no request for this holder; else whether it asks for a savepoint."""
+        path = self._stop_path(generation)
+        try:
+            stream = self.fs.open(path)
+        except Exception:  # noqa: BLE001 - no request
+            return None
+        try:
+            text = self.jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+        finally:
+            stream.close()
+        try:
+            return bool(json.loads(text).get("savepoint"))
+        except ValueError:
+            return False  # a request being written: a stop at least
 
     def _renew(self, released: bool = False) -> list[tuple[int, int]]:
         """Write the next renewal file of this holder; the files seen before."""
@@ -203,12 +247,19 @@ class Lease:
         self._delete_before(files, (mine.generation, self._renewal))
         return files
 
-    def _renew_loop(self, on_lost: Callable[[EngineError], None]) -> None:
-        while not self._stop.wait(self.ttl / 3):
+    def _renew_loop(self, on_lost: Callable[[EngineError], None], on_stop: Callable[[bool], None] | None) -> None:
+        renewed = time.monotonic()
+        while not self._stop.wait(min(1.0, self.ttl / 3)):
             mine = self.mine
             if mine is None:
                 return
             try:
+                if on_stop is not None and (asked := self._stop_requested(mine.generation)) is not None:
+                    on_stop(asked)
+                    on_stop = None  # asked once
+                if time.monotonic() - renewed < self.ttl / 3:
+                    continue
+                renewed = time.monotonic()
                 files = self._files()
                 newest = max((g for g, _ in files), default=0)
                 if newest > mine.generation:

@@ -12,20 +12,22 @@ The runtime never imports this module: it publishes events, the master listens.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import random
 import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from streaming_engine.control import history
+from streaming_engine.control import history, restore as plan_diff, savepoint
 from streaming_engine.control.lease import Lease
 from streaming_engine.control.states import (
     JobStatus as J, PipelineStatus as P, StateMachine, Transition, job_end_state, job_machine, pipeline_machine,
 )
 from streaming_engine.errors import EngineError
-from streaming_engine.plan.physical import slug
-from streaming_engine.plan.render import to_dict, to_json
+from streaming_engine.checkpoint.ledger import ledger_path
+from streaming_engine.plan.physical import checkpoint_location, slug
+from streaming_engine.plan.render import to_json
 from streaming_engine.runtime.events import (
     Event, EventBus, JobStopping, PipelineFailed, PipelineFinished, PipelineStarted, PipelineStarting,
 )
@@ -48,6 +50,11 @@ def new_job_id() -> str:
     return str(int(time.time() * 1000) * 10_000 + random.randrange(10_000))
 
 
+def plans(job: "CompiledJob") -> dict[str, Any]:
+    """The three plans as plain JSON data (what a savepoint keeps and a restore diffs against)."""
+    return json.loads(to_json(job))
+
+
 def config_hash(job: "CompiledJob") -> str:
     return hashlib.sha256(to_json(job).encode()).hexdigest()[:16]
 
@@ -58,6 +65,7 @@ class JobMaster:
         self.job_id = job_id or new_job_id()
         self.name = job.dag.job_name
         self.stop = threading.Event()
+        self.savepoint = threading.Event()  # set with stop: drain and record a savepoint
         self.state = job_machine()
         self.pipelines: dict[str, StateMachine] = {p.key: pipeline_machine(p.key) for p in job.plan.pipelines}
         self.bus = EventBus()
@@ -72,6 +80,8 @@ class JobMaster:
         env = job.dag.env
         self.history_path = history.history_path(env.checkpoint_dir, env.history_path)
         self.lease_path = f"{env.checkpoint_dir.rstrip('/')}/{slug(self.name)}/_lease"
+        self.savepoint_dir = savepoint.directory(env.checkpoint_dir, slug(self.name))
+        self.restored: plan_diff.PlanDiff | None = None  # run(restore=...): the changes since the savepoint
         for m in [self.state, *self.pipelines.values()]:
             self._record(m.history[0])
 
@@ -105,12 +115,14 @@ class JobMaster:
 
     # -- the run ------------------------------------------------------------------
     def run(self, spark: "SparkSession | None" = None, stop_after_epochs: int | None = None,
-            timeout_s: float | None = None, count_rows: bool = False) -> JobResult:
-        """Run the job attached: returns when it reached an end state."""
+            timeout_s: float | None = None, count_rows: bool = False, restore: str | None = None) -> JobResult:
+        """Run the job attached: returns when it reached an end state.
+        ``restore``: the job id of a savepoint to continue from (after a plan
+        diff that refuses what would corrupt the targets)."""
         from streaming_engine.runtime.session import build_spark_session, required_extras
 
         env = self.job.dag.env
-        self._move(self.state, J.CREATED, config=True, detail={"plans": to_dict(self.job)})
+        self._move(self.state, J.CREATED, config=True, detail={"plans": plans(self.job)})
         self._move(self.state, J.PENDING, "waiting for the Spark session and the job's lease")
         lease = None
         try:
@@ -119,6 +131,8 @@ class JobMaster:
             self._start_history(spark)
             lease = Lease(spark, self.lease_path, self.name, self.job_id, env.job_lease_seconds)
             dead = lease.acquire()
+            if restore is not None:
+                self.restored = self._check_restore(spark, restore)
         except EngineError as e:
             return self._refused(str(e), lease)
         except Exception as e:  # noqa: BLE001 - a submission that cannot start is a failed job, said why
@@ -128,16 +142,47 @@ class JobMaster:
             self._record(Transition("job", None, J.UNKNOWABLE.value, time.time(),
                                     f"its driver ({dead.host}:{dead.pid}) ended without releasing the job's lease; "
                                     f"job {self.job_id} took it over"), job_id=dead.job_id)
-        lease.keep(self._lease_lost)
+        lease.keep(self._lease_lost, lambda sp: self.request_stop(savepoint=sp))
         for m in self.pipelines.values():
             self._move(m, P.SCHEDULED)
-        self._move(self.state, J.SCHEDULED, f"lease {self.lease_path} held")
+        cause = f"lease {self.lease_path} held"
+        if self.restored is not None:
+            cause += f"; restored from the savepoint of job {restore}"
+        self._move(self.state, J.SCHEDULED, cause,
+                   detail={"restored_from": restore, "changes": self.restored.allowed} if self.restored else None)
         try:
             result = execute(self.job, self.spark_master, spark, self.bus, stop_after_epochs, timeout_s,
-                             count_rows=count_rows, stop=self.stop)
+                             count_rows=count_rows, stop=self.stop, savepoint=self.savepoint)
+            saved = self._save(spark) if result.status == "SAVEPOINT_DONE" else None
+            return self._finish(result, saved)  # the end state recorded before the lease is given back
         finally:
             lease.release()
-        return self._finish(result)
+
+    def savepoint_path(self, job_id: str) -> str:
+        return f"{self.savepoint_dir}/{job_id}.json"
+
+    def _check_restore(self, spark: "SparkSession", job_id: str) -> plan_diff.PlanDiff:
+        saved = savepoint.read(spark, self.savepoint_path(job_id), job_id)
+        d = plan_diff.diff(saved["plans"], plans(self.job))
+        reasons = list(d.refused) + savepoint.check_checkpoints(spark, saved)
+        if reasons:
+            raise EngineError("JOB.RESTORE_REFUSED", {"job": self.name, "job_id": job_id, "reasons": "; ".join(reasons)})
+        return d
+
+    def _save(self, spark: "SparkSession") -> str | Exception:
+        """Record the drained job's savepoint; its path, or why it could not be written."""
+        env = self.job.dag.env
+        try:
+            data = savepoint.record(
+                spark, self.job_id, self.name, config_hash(self.job), plans(self.job),
+                {p.key: checkpoint_location(self.job.dag, p.key) for p in self.job.plan.pipelines},
+                ledger_path(env.checkpoint_dir, slug(self.name)),
+            )
+            path = self.savepoint_path(self.job_id)
+            savepoint.write(spark, path, data)
+            return path
+        except Exception as e:  # noqa: BLE001 - the job failed to record its savepoint: said in its end state
+            return e
 
     def _start_history(self, spark: "SparkSession") -> None:
         writer = history.HistoryWriter(spark, self.history_path)
@@ -156,11 +201,21 @@ class JobMaster:
         self._close_history()
         return JobResult("FAILED", cause)
 
+    def request_stop(self, savepoint: bool = False) -> None:
+        """Ask the running job to stop: with ``savepoint``, every pipeline's
+        running epoch commits, no new one starts, and the job ends
+        SAVEPOINT_DONE with a savepoint to restore from; else its queries
+        stop now (an epoch in flight is replayed by the next run) and it ends
+        CANCELED. Returns at once; the run ends on its own thread."""
+        if savepoint:
+            self.savepoint.set()
+        self.stop.set()
+
     def _lease_lost(self, error: EngineError) -> None:
         self.lost = error
         self.stop.set()
 
-    def _finish(self, result: JobResult) -> JobResult:
+    def _finish(self, result: JobResult, saved: "str | Exception | None" = None) -> JobResult:
         ends = [m.state for m in self.pipelines.values()]
         try:
             end = job_end_state(ends)  # type: ignore[arg-type]
@@ -170,13 +225,17 @@ class JobMaster:
         error = result.error
         if self.lost is not None:
             end, error = J.FAILED, str(self.lost)
+        if isinstance(saved, Exception):
+            end, error = J.FAILED, f"the savepoint could not be recorded: {type(saved).__name__}: {saved}"
         if self.bug is not None:
             end, error = J.FAILED, f"{error + '; ' if error else ''}{self.bug}"
         metrics = {"committed": result.committed, "restarts": self.restarts,
                    "pipelines": {k: m.state.value for k, m in self.pipelines.items()}}
-        self._end(self.state, end, error, detail=metrics)
+        if isinstance(saved, str) and end is J.SAVEPOINT_DONE:
+            metrics["savepoint"] = saved
+        self._end(self.state, end, error if end is not J.SAVEPOINT_DONE else f"savepoint {saved}", detail=metrics)
         self._close_history()
-        status = {J.FINISHED: "FINISHED", J.CANCELED: "CANCELED", J.SAVEPOINT_DONE: "CANCELED"}.get(end, "FAILED")
+        status = end.value if end in (J.FINISHED, J.CANCELED, J.SAVEPOINT_DONE) else "FAILED"
         return JobResult(status, error, result.committed)
 
     def _close_history(self) -> None:
@@ -207,7 +266,9 @@ class JobMaster:
                 self._move(self.state, J.FAILING, f"{e.pipeline}: {e.error}")
         elif isinstance(e, JobStopping):
             if self.state.state in (J.SCHEDULED, J.RUNNING):
-                self._move(self.state, J.CANCELING, str(self.lost) if self.lost else e.reason)
+                self._move(self.state, J.DOING_SAVEPOINT if e.savepoint else J.CANCELING,
+                           str(self.lost) if self.lost else e.reason)
         elif isinstance(e, PipelineFinished):
             m = self.pipelines[e.pipeline]
-            self._end(m, {"FINISHED": P.FINISHED, "CANCELED": P.CANCELED}.get(e.status, P.FAILED), e.error)
+            end = {"FINISHED": P.FINISHED, "CANCELED": P.CANCELED, "SAVEPOINT_DONE": P.SAVEPOINT_DONE}.get(e.status, P.FAILED)
+            self._end(m, end, e.error)

@@ -77,8 +77,8 @@ for _s in JOB_TRANSITIONS:
         JOB_TRANSITIONS[_s] = JOB_TRANSITIONS[_s] | {J.UNKNOWABLE}
 
 PIPELINE_TRANSITIONS: dict[PipelineStatus, frozenset[PipelineStatus]] = {
-    P.CREATED: frozenset({P.SCHEDULED, P.CANCELING}),
-    P.SCHEDULED: frozenset({P.DEPLOYING, P.CANCELING}),
+    P.CREATED: frozenset({P.SCHEDULED, P.CANCELING, P.DOING_SAVEPOINT}),  # DOING_SAVEPOINT: while a restart waits
+    P.SCHEDULED: frozenset({P.DEPLOYING, P.CANCELING, P.DOING_SAVEPOINT}),
     P.DEPLOYING: frozenset({P.RUNNING, P.FAILING, P.CANCELING}),
     P.RUNNING: frozenset({P.FINISHED, P.FAILING, P.CANCELING, P.DOING_SAVEPOINT}),
     P.FAILING: frozenset({P.FAILED, P.CREATED}),  # CREATED: restarted from its checkpoint (SeaTunnel's restore)

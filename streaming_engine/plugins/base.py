@@ -342,6 +342,12 @@ class Source(Plugin):
     Options: ClassVar[type[PluginOptions]] = SourceOptions
     # "streaming" sources keep producing in STREAMING mode; "bounded" ones end.
     boundedness: ClassVar[Literal["bounded", "unbounded", "both"]] = "both"
+    # Restoring a job from a savepoint (control/restore.py): the options that
+    # say WHAT the source reads (its offsets in the checkpoint mean nothing for
+    # anything else); None = every option except ``restore_tunable``.
+    restore_identity: ClassVar[frozenset[str] | None] = None
+    # options a restore may change (rate limits, poll settings)
+    restore_tunable: ClassVar[frozenset[str]] = frozenset()
 
     def output(self) -> Dataset:
         raise NotImplementedError
@@ -474,6 +480,19 @@ class Sink(Plugin):
     #   "staged-publish" writes to staging, publishes atomically at commit
     #   "none"           side-effect only (console, assert, no-op)
     commit_protocol: ClassVar[str] = "none"
+    # Restoring a job from a savepoint: options a restore may not change
+    # (what the written rows mean: keys, ordering, the write mode)
+    restore_fixed: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def restore_refusals(cls, old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+        """Why a restore from a savepoint may not change this sink from
+        ``old`` to ``new`` (plan vertices as ``explain --format json`` shows
+        them). Default: a changed ``restore_fixed`` option."""
+        return [
+            f"option {k!r} changed from {old['options'].get(k)!r} to {new['options'].get(k)!r}"
+            for k in sorted(cls.restore_fixed) if old["options"].get(k) != new["options"].get(k)
+        ]
 
     def scans_input_once(self) -> bool:
         """True when :meth:`write` reads each table's frame in ONE Spark job.

@@ -77,21 +77,23 @@ class PipelineFailed(Event):
 @dataclass(frozen=True)
 class JobStopping(Event):
     """A stop was asked for (signal, timeout, the control plane): no
-    pipeline restarts; running queries are stopped."""
+    pipeline restarts; running queries are stopped. ``savepoint``: a drain,
+    every running epoch commits first and none starts after it."""
 
     reason: str
+    savepoint: bool = False
 
 
 @dataclass(frozen=True)
 class PipelineFinished(Event):
     pipeline: str
-    status: str  # FINISHED | FAILED | CANCELED
+    status: str  # FINISHED | FAILED | CANCELED | SAVEPOINT_DONE
     error: str | None = None
 
 
 @dataclass(frozen=True)
 class JobFinished(Event):
-    status: str  # FINISHED | FAILED
+    status: str  # FINISHED | FAILED | CANCELED | SAVEPOINT_DONE
     error: str | None = None
 
 

@@ -55,6 +55,10 @@ class PipelineRunner:
     marks: dict[tuple[str, str], int] = field(default_factory=dict)
     targets: dict[tuple[str, str], str] = field(default_factory=dict)
     _opened: "Future[None]" = field(default=None, repr=False)  # type: ignore[assignment]  # start(): the targets read
+    # drain (stop with a savepoint): the epoch in flight commits, none starts after it
+    _gate: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _draining: bool = False
+    _in_epoch: bool = False
 
     @property
     def _persisted(self) -> frozenset[str]:
@@ -202,7 +206,27 @@ class PipelineRunner:
         return rows.drop_metadata(df, unread)
 
     # -- one epoch -------------------------------------------------------------
+    def drain(self) -> bool:
+        """Start no epoch from now on (the next one, if Spark starts it, ends
+        the query with ``RUNTIME.DRAINED`` before doing anything: its offsets
+        are planned, nothing is written, the next run replays it). True when
+        no epoch is in flight: the query can be stopped without interrupting one."""
+        with self._gate:
+            self._draining = True
+            return not self._in_epoch
+
     def _commit_epoch(self, batch: "DataFrame", batch_id: int) -> None:
+        with self._gate:
+            if self._draining:
+                raise RuntimeFailure("RUNTIME.DRAINED", {"pipeline": self.pipeline.name, "epoch": batch_id}) from None
+            self._in_epoch = True
+        try:
+            self._commit_epoch_gated(batch, batch_id)
+        finally:
+            with self._gate:
+                self._in_epoch = False
+
+    def _commit_epoch_gated(self, batch: "DataFrame", batch_id: int) -> None:
         started = time.monotonic()
         self._opened.result()  # the targets' epochs (read while the query started); raises what that read raised
         batch = rows.blank_metadata(batch, unread_metadata(self.dag, self.pipeline))

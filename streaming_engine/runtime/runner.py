@@ -65,7 +65,7 @@ class _Running:
 
 @dataclass
 class JobResult:
-    status: str  # FINISHED | FAILED | CANCELED
+    status: str  # FINISHED | FAILED | CANCELED | SAVEPOINT_DONE
     error: str | None = None
     # what THIS run committed per (pipeline, sink, table), from its epoch
     # events; `streaming-engine status` reads the whole history from the ledger
@@ -73,7 +73,7 @@ class JobResult:
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.status in ("FINISHED", "CANCELED") else 1
+        return 0 if self.status in ("FINISHED", "CANCELED", "SAVEPOINT_DONE") else 1
 
 
 def run_job(
@@ -101,9 +101,12 @@ def execute(
     timeout_s: float | None = None,
     count_rows: bool = False,
     stop: threading.Event | None = None,
+    savepoint: threading.Event | None = None,
 ) -> JobResult:
     """Run the job to its end. ``stop``: set it (or send SIGTERM/SIGINT) to
-    stop the job; the narrow API the control plane drives the run with."""
+    stop the job; ``savepoint``: set it (then ``stop``) to drain instead: every
+    running epoch commits, none starts after it, the job ends SAVEPOINT_DONE.
+    The narrow API the control plane drives a run with."""
     from streaming_engine.runtime.session import add_python_files, build_spark_session, release_session, required_extras
 
     dag = job.dag
@@ -125,7 +128,7 @@ def execute(
     _install_signal_handlers(stop)
     running = [_Running(r, restart.tracker(dag.env)) for r in runners]
     try:
-        status, error = _supervise(bus, running, epochs, stop, stop_after_epochs, timeout_s)
+        status, error = _supervise(bus, running, epochs, stop, stop_after_epochs, timeout_s, savepoint)
     except EngineError as e:
         status, error = "FAILED", str(e)
     finally:
@@ -163,12 +166,15 @@ def _supervise(
     stop: threading.Event,
     stop_after_epochs: int | None,
     timeout_s: float | None,
+    savepoint: threading.Event | None = None,
 ) -> tuple[str, str | None]:
     """Start every pipeline, watch them, restart a failed one when its
     strategy allows: never by sleeping in this loop, so the other pipelines
     go on committing and a stop is heard while a restart waits."""
     deadline = time.monotonic() + timeout_s if timeout_s else None
     while True:
+        if savepoint is not None and savepoint.is_set():
+            return _drain_all(bus, running)
         if stop.is_set() or (deadline and time.monotonic() > deadline):
             bus.publish(JobStopping(running[0].runner.dag.job_name if running else "", "stop requested"
                                     if stop.is_set() else f"timeout of {timeout_s} s"))
@@ -247,6 +253,42 @@ def _failed(bus: EventBus, item: _Running, message: str) -> bool:
 def _fail_job(bus: EventBus, running: list[_Running], failed: _Running) -> tuple[str, str | None]:
     _cancel_all(bus, running)
     return "FAILED", f"{failed.runner.pipeline.name}: {failed.error}"
+
+
+def _drain_all(bus: EventBus, running: list[_Running]) -> tuple[str, str | None]:
+    """Stop with a savepoint: no pipeline starts another epoch; each one's
+    epoch in flight commits, then its query stops between epochs. A pipeline
+    waiting for a restart stands at its last commit already."""
+    bus.publish(JobStopping(running[0].runner.dag.job_name if running else "", "stop with a savepoint", True))
+    failed: _Running | None = None
+    while True:
+        for item in running:
+            if item.done:
+                continue
+            q = item.query
+            if q is None:
+                item.done = True
+                _finished(bus, item, "SAVEPOINT_DONE")
+                continue
+            if q.isActive:
+                if item.runner.drain():  # between epochs: nothing to interrupt
+                    q.stop()
+                else:
+                    continue
+            _report_progress(bus, item)
+            exc = q.exception()
+            message = _error_text(exc) if exc is not None else None
+            item.done = True
+            if message is None or "RUNTIME.DRAINED" in message:
+                _finished(bus, item, "SAVEPOINT_DONE")
+            else:  # it failed while draining: no savepoint
+                item.error = message
+                bus.publish(PipelineFailed(item.runner.dag.job_name, item.runner.pipeline.key, item.attempt, message))
+                _finished(bus, item, "FAILED", message)
+                failed = failed or item
+        if all(i.done for i in running):
+            return ("FAILED", f"{failed.runner.pipeline.name}: {failed.error}") if failed else ("SAVEPOINT_DONE", None)
+        time.sleep(0.05)
 
 
 def _cancel_all(bus: EventBus, running: list[_Running]) -> None:
