@@ -1,8 +1,11 @@
 """Command line, in the style of SeaTunnel's starter.
 
-    streaming-engine [run|check|explain|status|history|plugins] -c job.conf [-i key=value ...]
+    streaming-engine [run|check|explain|status|history|stop|plugins] -c job.conf [-i key=value ...]
                      [--check] [-n NAME] [-m MASTER] [-e client] [--strict] [--restricted]
                      [--format text|json|dot|mermaid]
+    streaming-engine serve [--host 127.0.0.1] [--port 8080] [--token-file F] [--tls-cert C --tls-key K]
+                     [--allow-unrestricted] [-m MASTER]          (the REST API: streaming_engine/api)
+    streaming-engine run --async -c job.conf [--server URL] [--token-file F]; streaming-engine list [--server URL]
 
 Exit codes: 0 success, 1 the job (config or run) failed, 2 bad command line
 (also ``-e cluster``: not supported yet). Bad input never shows a Python
@@ -23,7 +26,8 @@ from streaming_engine.errors import ConfigError, EngineError, Problem
 from streaming_engine.plan.render import FORMATS, render
 from streaming_engine.runtime.session import inside_spark_submit, required_extras
 
-COMMANDS = ("run", "check", "explain", "status", "history", "plugins")
+COMMANDS = ("run", "check", "explain", "status", "history", "stop", "plugins")
+COMMANDS += ("serve", "list")  # the REST API's (streaming_engine/api/commands.py)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -48,8 +52,28 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--log-format", default="text", choices=("text", "json"), help="structured log format")
     p.add_argument("--log-level", default="WARNING", help="log level (default WARNING)")
     p.add_argument("--job-id", help="with 'history': the state changes of one job")
+    p.add_argument("-r", "--restore", metavar="JOB_ID",
+                   help="with 'run': continue from the savepoint of that job id (a plan diff first refuses changes "
+                        "that would corrupt the targets)")
+    p.add_argument("-s", "--savepoint", action="store_true",
+                   help="with 'stop': let every running epoch commit, start no new one, record a savepoint")
+    p.add_argument("--timeout", type=float, default=600.0, help="with 'stop': seconds to wait for the job's end")
     p.add_argument("--all", action="store_true", help="with 'history': every job of the history table, not only this one")
+    _api_arguments(p)
     return p
+
+
+def _api_arguments(p: argparse.ArgumentParser) -> None:
+    from streaming_engine.api.commands import add_arguments
+
+    add_arguments(p)
+
+
+def _api_command(command: str, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """serve, list, run --async: streaming_engine/api/commands.py."""
+    from streaming_engine.api import commands
+
+    return commands.main(command, args, parser)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -69,6 +93,8 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         if command == "plugins":
             return _plugins(args.plugin)
+        if command in ("serve", "list") or (command == "run" and args.async_run):
+            return _api_command(command, args, parser)
         if not args.config:
             parser.error("the following arguments are required: -c/--config")
         if args.plugin:
@@ -104,6 +130,8 @@ def _with_job(command: str, args: argparse.Namespace) -> int:
         return _status(job, args)
     if command == "history":
         return _history(job, args)
+    if command == "stop":
+        return _stop(job, args)
     return _run(job, args)
 
 
@@ -139,9 +167,55 @@ def _run(job, args: argparse.Namespace) -> int:
 
     master = JobMaster(job, master=args.master)
     print(f"job {job.dag.job_name!r} id {master.job_id} (history: {master.history_path})", file=sys.stderr)
-    result = master.run(count_rows=True)
+    result = master.run(count_rows=True, restore=args.restore)
+    if master.restored is not None:
+        changes = master.restored.allowed or ["none"]
+        print(f"restored from the savepoint of job {args.restore}; changes: " + "; ".join(changes), file=sys.stderr)
     print_result(job, result)
+    if result.status == "SAVEPOINT_DONE":
+        print(f"savepoint: {master.savepoint_path(master.job_id)} (continue with: run -c <job file> "
+              f"--restore {master.job_id})")
     return result.exit_code
+
+
+def _stop(job, args: argparse.Namespace) -> int:
+    """Ask the running instance of the job (any host: through its lease) to
+    stop, with --savepoint to drain and record a savepoint; wait for its end."""
+    import os
+    import socket
+    import time
+
+    from streaming_engine.control import history
+    from streaming_engine.control.lease import Lease
+    from streaming_engine.control.master import JobMaster
+    from streaming_engine.runtime.session import build_spark_session
+
+    env = job.dag.env
+    master = JobMaster(job)  # only for where its lease and history are
+    spark = build_spark_session(f"{job.dag.job_name}-stop", args.master, conf=env.spark, extras=required_extras(job.raw))
+    lease = Lease(spark, master.lease_path, job.dag.job_name, "-", env.job_lease_seconds)
+    holder = lease.request_stop(args.savepoint, f"{socket.gethostname()}:{os.getpid()}")
+    print(f"asked job {holder.job_id} ({holder.host}:{holder.pid}) to stop"
+          f"{' with a savepoint' if args.savepoint else ''}", file=sys.stderr)
+    deadline = time.monotonic() + args.timeout
+    while time.monotonic() < deadline:
+        now = lease.current()
+        if now is None or now.generation != holder.generation or not now.live(time.time()):
+            break
+        time.sleep(0.5)
+    else:
+        print(f"error: job {holder.job_id} has not ended within {args.timeout:g} s; it was asked to stop", file=sys.stderr)
+        return 1
+    for _ in range(20):  # its end state is written just before it releases the lease
+        rows = history.jobs(spark, master.history_path, job_id=holder.job_id)
+        if rows and rows[0]["finished"]:
+            break
+        time.sleep(0.5)
+    state = rows[0]["state"] if rows else "UNKNOWABLE"
+    print(f"job {holder.job_id} {state}" + (f": {rows[0]['error']}" if rows and rows[0]["error"] else ""))
+    if state == "SAVEPOINT_DONE":
+        print(f"continue with: streaming-engine run -c <job file> --restore {holder.job_id}")
+    return 0 if state in ("SAVEPOINT_DONE", "CANCELED", "FINISHED") else 1
 
 
 def _history(job, args: argparse.Namespace) -> int:

@@ -52,6 +52,8 @@ MESSAGES: dict[str, str] = {
     "PLAN.INVALID": "{detail}",
     "RUNTIME.NOT_AVAILABLE": "{detail}",
     "RUNTIME.FAILED": "{detail}",
+    "RUNTIME.DRAINED": "{pipeline} stopped for a savepoint before epoch {epoch} (nothing of it written; the next "
+    "run starts with it)",
     "CLI.USAGE": "{detail}",
     "CLI.UNSUPPORTED_DEPLOY_MODE": "deploy mode {mode!r} needs spark-submit, which starts the driver on the "
     "cluster: use ./spark-submit.sh -e {mode} (or -e client here: the driver runs where you start the job)",
@@ -83,10 +85,41 @@ MESSAGES: dict[str, str] = {
     "JOB.ALREADY_RUNNING": "job {job!r} is running already: its checkpoint {lease} is held by {holder} "
     "(host {host}, pid {pid}, job id {job_id}) since {since}, renewed {renewed}; stop that run first "
     "(streaming-engine stop, or end its driver): if its driver died, the hold lapses at {expires}",
+    "JOB.NOT_RUNNING": "job {job!r} is not running: no live run holds {lease}{last}",
+    "JOB.SAVEPOINT_NOT_FOUND": "no savepoint of job id {job_id} at {path}; 'streaming-engine history' lists the "
+    "jobs that ended SAVEPOINT_DONE",
+    "JOB.RESTORE_REFUSED": "cannot restore job {job!r} from the savepoint of job id {job_id}: {reasons}",
     "JOB.LEASE_LOST": "job {job!r} lost its hold on {lease} to {holder} (job id {job_id}): another run of the job "
     "started while this one was unreachable for longer than job.lease.seconds = {ttl}; this run stops",
     "CONFIG.INCLUDE": "HOCON include is not supported in job files (it reads other files or URLs); "
     "put the content into the job file",
+    # the REST API (streaming_engine/api)
+    "API.UNAUTHORIZED": "missing or wrong API token (send the header 'Authorization: Bearer <the token>' with the "
+    "content of the server's token file, named when 'streaming-engine serve' starts; default "
+    "<checkpoint.dir>/_api/token)",
+    "API.BODY_TOO_LARGE": "the request body is {size}; the limit is {limit} bytes (serve --max-body)",
+    "API.BAD_REQUEST": "{detail}",
+    "API.BAD_PARAMETER": "{name} {detail}",
+    "API.BAD_CONFIG": "{count} problem{s} in the job config: {problems}",
+    "API.UNKNOWN_JOB": "no job with id {job_id} on this server or in its history table",
+    "API.JOB_NOT_RUNNING": "job {job_id} is not running: it is {state}{detail}",
+    "API.JOB_ID_TAKEN": "job id {job_id} is taken: another job of this server or its history has it; "
+    "leave jobId out to get a new one",
+    "API.JOB_NAME_RUNNING": "a job named {name!r} is running on this server already (job id {job_id}): jobs of one "
+    "name share a checkpoint; stop it first or submit under another jobName",
+    "API.SESSION_LACKS": "the job needs the {extras} jar set, which the server's Spark session was started without: "
+    "name that file system in the server's engine defaults (checkpoint.dir) and restart it, or run the job with "
+    "'streaming-engine run'",
+    "API.SHUTTING_DOWN": "the server is shutting down: submit the job again once it is back",
+    "API.INTERNAL": "the server failed to answer ({detail}); its log has the details",
+    "API.TOKEN_FILE": "cannot use the API token file {path}: {detail}",
+    "API.TLS": "TLS: {detail}",
+    "API.BIND": "cannot serve on {host}:{port}: {detail}",
+    "API.NO_SERVER": "no streaming-engine server answers at {server} ({detail})",
+    "API.BAD_JOB_NAME": "job name {name!r} cannot be served: a job's name is a folder under the checkpoint root, so "
+    "it must start with a letter or digit and hold only letters, digits and _ . + - (at most 128)",
+    "API.UNSET_VARIABLE": "variable ${{{name}}} is not set: a job submitted to the server gets no variables (neither "
+    "-i nor the server's environment); write the value into the config, or give a default: ${{{name}:value}}",
 }
 
 
