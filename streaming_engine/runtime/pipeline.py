@@ -80,9 +80,33 @@ class PipelineRunner:
         (its stream thread reads the checkpoint, starts the source and plans
         the first batch): one request-bound step of a second or more for a
         hundred tables on an object store, off the critical path. No epoch
-        commits before the read is done (``_commit_epoch`` waits for it)."""
-        env = self.dag.env
+        commits before the read is done (``_commit_epoch`` waits for it).
+
+        A start that fails on a checkpoint it created (the job's first start:
+        a sink cannot be opened, a target is ahead) rolls back: no epoch ran,
+        so nothing was written, and the checkpoint it began (the source's
+        first offsets planned) is removed, so the corrected job starts as new."""
         where = resume.progress(self.spark, self.checkpoint)
+        try:
+            return self._start(where)
+        except BaseException:
+            if where.started < 0 and where.committed < 0:
+                self._roll_back()
+            raise
+
+    def _roll_back(self) -> None:
+        jvm = self.spark._jvm  # type: ignore[attr-defined]
+        path = jvm.org.apache.hadoop.fs.Path(self.checkpoint)
+        try:
+            path.getFileSystem(self.spark._jsc.hadoopConfiguration()).delete(path, True)  # type: ignore[attr-defined]
+            log.warning("failed first start rolled back: removed the checkpoint it began",
+                        extra={"pipeline": self.pipeline.name, "checkpoint": self.checkpoint})
+        except Exception as e:  # noqa: BLE001 - the start's own error is what the user must see
+            log.warning("could not remove the checkpoint of a failed first start",
+                        extra={"pipeline": self.pipeline.name, "checkpoint": self.checkpoint, "error": str(e)[:300]})
+
+    def _start(self, where: "resume.Progress") -> "StreamingQuery":
+        env = self.dag.env
         self.replay_epoch = where.replay
         self._opened = _in_background(self._open_sinks, where)
         try:
