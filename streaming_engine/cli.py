@@ -58,6 +58,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-s", "--savepoint", action="store_true",
                    help="with 'stop': let every running epoch commit, start no new one, record a savepoint")
     p.add_argument("--timeout", type=float, default=600.0, help="with 'stop': seconds to wait for the job's end")
+    p.add_argument("-q", "--quiet", action="store_true", help="with 'run': no progress display")
+    p.add_argument("--progress-interval", type=float, default=10.0, metavar="SECONDS",
+                   help="with 'run' when not on a terminal: a progress line per pipeline at most this often")
     p.add_argument("--all", action="store_true", help="with 'history': every job of the history table, not only this one")
     _api_arguments(p)
     return p
@@ -167,7 +170,17 @@ def _run(job, args: argparse.Namespace) -> int:
 
     master = JobMaster(job, master=args.master)
     print(f"job {job.dag.job_name!r} id {master.job_id} (history: {master.history_path})", file=sys.stderr)
-    result = master.run(count_rows=True, restore=args.restore)
+    progress = None
+    if not args.quiet:
+        from streaming_engine.control.progress import Progress
+
+        progress = Progress(master, interval=args.progress_interval)
+        progress.start()
+    try:
+        result = master.run(count_rows=True, restore=args.restore)
+    finally:
+        if progress is not None:
+            progress.stop()
     if master.restored is not None:
         changes = master.restored.allowed or ["none"]
         print(f"restored from the savepoint of job {args.restore}; changes: " + "; ".join(changes), file=sys.stderr)
