@@ -85,6 +85,21 @@ def java() -> str:
 JVM_TEST_FLAGS = [*C1_ONLY, "-XX:+UseSerialGC", "-Djava.awt.headless=true"]
 
 
+def run_as(user: str, home: str | None = None, why: str = "") -> dict:
+    """Popen arguments that run a server as ``user`` when we are root (servers
+    such as PostgreSQL refuse root); {} when we are not root."""
+    import pwd
+
+    if os.geteuid() != 0:
+        return {}
+    try:
+        pw = pwd.getpwnam(user)
+    except KeyError:
+        raise ComponentError(f"running as root but there is no {user!r} user to run the server{why}") from None
+    env = dict(os.environ, HOME=home or pw.pw_dir, USER=user, LOGNAME=user)
+    return {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": [], "env": env}
+
+
 def free_port() -> int:
     """A TCP port of 127.0.0.1 that nothing listens on right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:

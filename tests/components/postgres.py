@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import pwd
 import shutil
 import signal
 import subprocess
@@ -11,7 +10,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.components import ComponentError, free_port, log_tail, stop_process
+from tests.components import ComponentError, free_port, log_tail, run_as, stop_process
 
 PG_BIN = Path(os.environ.get("STREAMING_ENGINE_PG_BIN", "/usr/lib/postgresql/15/bin"))
 
@@ -71,14 +70,7 @@ class PostgresServer:
 
     def _run_as(self) -> dict:
         """Popen arguments that run the child as the postgres user when we are root."""
-        if os.geteuid() != 0:
-            return {}
-        try:
-            pw = pwd.getpwnam("postgres")
-        except KeyError:
-            raise ComponentError("running as root but there is no 'postgres' user to run the server") from None
-        env = dict(os.environ, HOME=pw.pw_dir, USER="postgres", LOGNAME="postgres")
-        return {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": [], "env": env}
+        return run_as("postgres")
 
     def start(self) -> "PostgresServer":
         if self.proc is not None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import pwd
 import shutil
 import signal
 import subprocess
@@ -25,7 +24,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from tests.components import ComponentError, free_port, log_tail, stop_process
+from tests.components import ComponentError, free_port, log_tail, run_as, stop_process
 
 PACKAGE = "prometheus"
 USER = "prometheus"  # the Debian package's system user
@@ -129,15 +128,7 @@ class PrometheusServer:
         return self.proc.pid if self.proc else None
 
     def _run_as(self) -> dict:
-        if os.geteuid() != 0:
-            return {}
-        try:
-            pw = pwd.getpwnam(USER)
-        except KeyError:
-            raise ComponentError(f"running as root but there is no {USER!r} user to run Prometheus "
-                                 f"(the Debian package {PACKAGE} creates it)") from None
-        env = dict(os.environ, HOME=str(self.root), USER=USER, LOGNAME=USER)
-        return {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": [], "env": env}
+        return run_as(USER, str(self.root), f" (the Debian package {PACKAGE} creates it)")
 
     def config_text(self) -> str:
         return "\n".join([
