@@ -40,7 +40,7 @@ def read(source: "Kafka", ctx: Any) -> "DataFrame":
     if o.max_offsets_per_trigger:
         r = r.option("maxOffsetsPerTrigger", str(o.max_offsets_per_trigger))
     raw = r.load()
-    return decode(source, raw, ctx.dataset.tables)
+    return decode(source, raw, ctx.dataset.tables, uid=ctx.uid)
 
 
 def _quote(topic: str) -> str:
@@ -172,8 +172,13 @@ def commit_offsets(source: "Kafka", spark: Any, progress_sources: list[dict]) ->
 
 # -- decoding ------------------------------------------------------------------
 
-def decode(source: "Kafka", raw: "DataFrame", tables: tuple[TableSchema, ...]) -> "DataFrame":
-    """Kafka records (key, value, topic, partition, offset, ...) -> the row envelope."""
+def decode(source: "Kafka", raw: "DataFrame", tables: tuple[TableSchema, ...], uid: str | None = None) -> "DataFrame":
+    """Kafka records (key, value, topic, partition, offset, ...) -> the row envelope.
+
+    ``uid``: the source's; with it a Debezium source reports the newest event
+    time (``source.ts_ms``, else the envelope's ``ts_ms``) of the changes each
+    micro-batch applies (:func:`rows.observe_event_time`: Spark's observed
+    metrics, in the query's progress), for the time lag of the metrics."""
     from pyspark.sql import functions as F
 
     o = source.options
@@ -220,6 +225,9 @@ def decode(source: "Kafka", raw: "DataFrame", tables: tuple[TableSchema, ...]) -
         )).alias(rows.REJECT)]
     else:  # a filter, so no pruning of unread columns can drop the check
         df = df.where(F.when(F.col("__err").isNotNull(), F.raise_error(F.concat(where, F.col("__err")))).otherwise(F.lit(True)))
+    if uid is not None and formats == {"debezium_json"}:  # decoding errors are not applied changes
+        ts_ms = F.coalesce(F.col("__e.source.ts_ms"), F.col("__e.ts_ms"))
+        df = rows.observe_event_time(df, uid, F.when(F.col("__err").isNull(), ts_ms))
     meta = [F.col(rows.TABLE), F.col(rows.KIND).cast("string").alias(rows.KIND), F.col(rows.SEQ).cast("bigint").alias(rows.SEQ)]
     if len(tables) == 1:
         t = tables[0]
@@ -266,10 +274,11 @@ def _debezium(source: "Kafka", df: "DataFrame", tables: tuple[TableSchema, ...])
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
     o = source.options
-    src = StructType([StructField(n, StringType()) for n in ("db", "schema", "table")] + [StructField("lsn", LongType())])
+    src = StructType([StructField(n, StringType()) for n in ("db", "schema", "table")]
+                     + [StructField("lsn", LongType()), StructField("ts_ms", LongType())])
     body = StructType([
         StructField("before", StringType()), StructField("after", StringType()),
-        StructField("op", StringType()), StructField("source", src),
+        StructField("op", StringType()), StructField("source", src), StructField("ts_ms", LongType()),
     ])
     shape = StructType([StructField("payload", body)]) if o.debezium_record_include_schema else body
     parsed = _from_json(F.col("__v"), StructType([*shape.fields, StructField(_CORRUPT, StringType())]))

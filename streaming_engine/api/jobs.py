@@ -238,7 +238,7 @@ class JobService:
                       {p.key: PipelineProgress(p.name) for p in job.plan.pipelines}, restore_from=restore_from)
         master.bus.subscribe(s.on_event)
         if self.metrics is not None:
-            self.metrics.attach(master.bus)
+            self.metrics.attach(master.bus, table_limit=job.dag.env.metrics_table_limit)
         with self._lock:  # checked and registered at once: two submissions of one name cannot both pass
             same = [x for x in self.jobs.values() if not x.ended and x.master.name == job.dag.job_name]
             if same:

@@ -100,6 +100,11 @@ class EnvConfig(BaseModel):
     metrics_port: int = Field(
         9250, ge=0, le=65535, alias="metrics.port", description="Port of the Prometheus endpoint (0: any free port)."
     )
+    metrics_table_limit: int = Field(
+        100, ge=1, alias="metrics.table.limit",
+        description="Tables of the job with metric series of their own (in the order they first commit); "
+        "the others share one series per sink, table=\"_other\".",
+    )
     security_restricted: bool = Field(
         False, alias="security.restricted",
         description="Refuse plugins that run code or read local files (see README, Security).",

@@ -29,7 +29,7 @@ from streaming_engine.checkpoint.ledger import ledger_path
 from streaming_engine.plan.physical import checkpoint_location, slug
 from streaming_engine.plan.render import to_json
 from streaming_engine.runtime.events import (
-    Event, EventBus, JobStopping, PipelineFailed, PipelineFinished, PipelineStarted, PipelineStarting,
+    Event, EventBus, JobStopping, PipelineFailed, PipelineFinished, PipelineStarted, PipelineStarting, StateChanged,
 )
 from streaming_engine.runtime.runner import JobResult, execute
 
@@ -105,6 +105,9 @@ class JobMaster:
             return
         log.info("state", extra={"job_id": self.job_id, "entity": t.entity, "from": t.old, "to": t.new, "cause": cause})
         self._record(t, **kw)
+        kind = "job" if m is self.state else "pipeline"  # for metrics (a state-set per job and per pipeline)
+        states = tuple(s.value for s in (J if kind == "job" else P))
+        self.bus.publish(StateChanged(self.name, kind, t.entity, t.new, t.old, states))
 
     def _end(self, m: StateMachine, new, cause: str | None = None, **kw: Any) -> None:
         """Move to an end state through its transitional state where needed."""

@@ -10,19 +10,35 @@ Names follow Prometheus' conventions: counters are exported with ``_total``
 (``_seconds``). A job's tables get series of their own up to a bound
 (``table_limit``, :data:`TABLE_LIMIT` by default): the tables after the first
 N the job reports share one series per sink, ``table="_other"``, so a job of a
-thousand tables cannot blow up the metric cardinality.
+thousand tables cannot blow up the metric cardinality. The bound is per job:
+``attach(bus, table_limit=...)`` (a job's ``metrics.table.limit``) sets it for
+the jobs whose events that bus carries.
+
+States: ``streaming_engine_job_state{job,state}`` and
+``streaming_engine_pipeline_state{job,pipeline,state}`` are state sets (1 for
+the current state, 0 for the others) from the control plane's
+:class:`~streaming_engine.runtime.events.StateChanged` events; the older
+``*_status`` gauges (one number per state) stay. Event time: for sources whose
+records carry one (Kafka's ``debezium_json``: ``source.ts_ms``),
+``streaming_engine_source_last_event_timestamp_seconds`` is the newest applied
+change's source time and ``streaming_engine_source_lag_seconds`` is now minus
+it, computed when scraped (it grows while nothing new is applied); both go
+when the job finishes. Other sources export neither.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from typing import ClassVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily
 
 from streaming_engine.redact import redact_text
 from streaming_engine.runtime.events import (
     EpochCommitted, Event, EventBus, JobFinished, JobStarted, PipelineFinished, PipelineStarted, SourceProgress,
+    StateChanged,
 )
 
 _STATUS = {"CREATED": 0, "RUNNING": 1, "FINISHED": 2, "CANCELED": 3, "FAILED": 4}
@@ -43,6 +59,10 @@ class PrometheusMetrics:
         self.table_limit = table_limit
         self._tables: dict[str, set[str]] = {}  # job -> tables with series of their own (at most table_limit)
         self._tables_lock = threading.Lock()
+        self._limits: dict[str, int] = {}  # job -> its own table limit (attach(..., table_limit=))
+        self._states: dict[tuple[str, ...], set[str]] = {}  # (job[, pipeline]) -> states exported for it
+        self._event_times: dict[tuple[str, str, str], float] = {}  # (job, pipeline, source) -> newest event time, s
+        self._event_times_lock = threading.Lock()
         self.registry = CollectorRegistry()
         r = self.registry
         self.epochs = Counter("streaming_engine_epochs_committed", "Epochs committed", ["job", "pipeline"], registry=r)
@@ -80,6 +100,16 @@ class PrometheusMetrics:
             "Records of a source partition (Kafka: topic, partition) not read yet, after the last micro-batch",
             ["job", "pipeline", "topic", "partition"], registry=r,
         )
+        self.job_state = Gauge(
+            "streaming_engine_job_state", "1 for the job's current state (the control plane's JobStatus), 0 for the others",
+            ["job", "state"], registry=r,
+        )
+        self.pipeline_state = Gauge(
+            "streaming_engine_pipeline_state",
+            "1 for the pipeline's current state (the control plane's PipelineStatus), 0 for the others",
+            ["job", "pipeline", "state"], registry=r,
+        )
+        r.register(_EventTime(self))
         self.server = None
         self.port = None
         if port is not None:
@@ -93,8 +123,20 @@ class PrometheusMetrics:
                 cls._shared = cls(port)
             return cls._shared
 
-    def attach(self, bus: EventBus) -> None:
-        bus.subscribe(self.on_event)
+    def attach(self, bus: EventBus, table_limit: int | None = None) -> None:
+        """Follow the events of ``bus``; ``table_limit``: the table bound of
+        the jobs its events name (default: the instance's)."""
+        if table_limit is None:
+            bus.subscribe(self.on_event)
+            return
+        if table_limit < 1:
+            raise ValueError(f"table_limit must be at least 1, not {table_limit}")
+
+        def on_event(e: Event) -> None:
+            self._limits[e.job] = table_limit
+            self.on_event(e)
+
+        bus.subscribe(on_event)
 
     def on_event(self, e: Event) -> None:
         if isinstance(e, JobStarted):
@@ -119,10 +161,25 @@ class PrometheusMetrics:
             self.input_rows.labels(*_safe(e.job, e.pipeline)).inc(e.input_rows)
             for topic, partition, behind in e.lag:
                 self.lag.labels(*_safe(e.job, e.pipeline, topic, str(partition))).set(behind)
+            with self._event_times_lock:
+                for source, ms in e.event_time_ms:
+                    key = (e.job, e.pipeline, source)
+                    self._event_times[key] = max(ms / 1000.0, self._event_times.get(key, float("-inf")))
+        elif isinstance(e, StateChanged):
+            key = (e.job,) if e.kind == "job" else (e.job, e.entity)
+            states = self._states.setdefault(key, set())
+            states.update(e.states)
+            states.add(e.state)
+            gauge = self.job_state if e.kind == "job" else self.pipeline_state
+            for state in states:
+                gauge.labels(*_safe(*key, state)).set(1 if state == e.state else 0)
         elif isinstance(e, PipelineFinished):
             self.pipeline_status.labels(*_safe(e.job, e.pipeline)).set(_STATUS.get(e.status, 4))
         elif isinstance(e, JobFinished):
             self.job_status.labels(*_safe(e.job)).set(_STATUS.get(e.status, 4))
+            with self._event_times_lock:  # a lag that grows for a job that ended would page someone
+                for key in [k for k in self._event_times if k[0] == e.job]:
+                    del self._event_times[key]
 
     def _table(self, job: str, table: str) -> str:
         """The table label: the table itself for the first ``table_limit``
@@ -135,10 +192,43 @@ class PrometheusMetrics:
             known = self._tables.setdefault(job, set())
             if table in known:
                 return table
-            if len(known) < self.table_limit:
+            if len(known) < self._limits.get(job, self.table_limit):
                 known.add(table)
                 return table
         return OTHER_TABLES
+
+
+class _EventTime:
+    """The event-time series, computed when scraped: the newest applied
+    change's source time, and now minus it."""
+
+    def __init__(self, metrics: PrometheusMetrics) -> None:
+        self.metrics = metrics
+
+    def _families(self) -> tuple[GaugeMetricFamily, GaugeMetricFamily]:
+        labels = ["job", "pipeline", "source"]
+        return (
+            GaugeMetricFamily("streaming_engine_source_last_event_timestamp_seconds",
+                              "Source time of the newest change applied (Debezium: source.ts_ms), epoch seconds",
+                              labels=labels),
+            GaugeMetricFamily("streaming_engine_source_lag_seconds",
+                              "Now minus the source time of the newest change applied (grows while none arrives)",
+                              labels=labels),
+        )
+
+    def describe(self):  # noqa: ANN201 - prometheus_client's collector protocol
+        return list(self._families())
+
+    def collect(self):  # noqa: ANN201
+        last, lag = self._families()
+        with self.metrics._event_times_lock:
+            times = dict(self.metrics._event_times)
+        now = time.time()
+        for key, at in sorted(times.items()):
+            labels = _safe(*key)
+            last.add_metric(labels, at)
+            lag.add_metric(labels, max(0.0, now - at))
+        return [last, lag]
 
 
 def _safe(*values: str) -> list[str]:

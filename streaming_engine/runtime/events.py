@@ -54,12 +54,16 @@ class EpochCommitted(Event):
 class SourceProgress(Event):
     """What Spark reported after a micro-batch: its input rows and, for
     sources with offsets per partition (Kafka), each partition's lag behind
-    the newest offset Spark saw: ((topic, partition, records behind), ...)."""
+    the newest offset Spark saw: ((topic, partition, records behind), ...);
+    for sources whose records carry an event time (Debezium's ``source.ts_ms``),
+    the newest event time the batch applied: ((source uid, epoch ms), ...),
+    absent for a batch without such records."""
 
     pipeline: str
     batch: int
     input_rows: int
     lag: tuple[tuple[str, int, int], ...] = ()
+    event_time_ms: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,21 @@ class PipelineFinished(Event):
 class JobFinished(Event):
     status: str  # FINISHED | FAILED | CANCELED | SAVEPOINT_DONE
     error: str | None = None
+
+
+@dataclass(frozen=True)
+class StateChanged(Event):
+    """The job or one of its pipelines moved to a new state (published by
+    whoever owns the states: the control plane's job master). ``kind``: "job"
+    or "pipeline"; ``entity``: "job" or the pipeline's key; ``states``: every
+    state of its state set (a state-set metric exports each, 1 for the current
+    one, 0 for the others)."""
+
+    kind: str  # job | pipeline
+    entity: str
+    state: str
+    previous: str | None = None
+    states: tuple[str, ...] = ()
 
 
 Subscriber = Callable[[Event], None]

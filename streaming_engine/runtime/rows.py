@@ -292,6 +292,37 @@ def reject(payload: "Column", error: "Column", source_table: "Column", topic: "C
     )
 
 
+# A source whose records carry an event time (Debezium's ``source.ts_ms``)
+# reports the newest one each batch holds through Spark's observed metrics
+# (Dataset.observe, one per source uid); the runtime reads them from the
+# query's progress into ``SourceProgress.event_time_ms``.
+EVENT_TIME_PREFIX = "source_time:"
+EVENT_TIME_FIELD = "max_ts_ms"
+
+
+def observe_event_time(df: "DataFrame", uid: str, ts_ms: "Column") -> "DataFrame":
+    """``df`` reporting per micro-batch the largest ``ts_ms`` (epoch
+    milliseconds; null values are ignored) of its rows under the source's uid."""
+    from pyspark.sql import functions as F
+
+    return df.observe(EVENT_TIME_PREFIX + uid, F.max(ts_ms.cast("bigint")).alias(EVENT_TIME_FIELD))
+
+
+def observed_event_times(observed: "Mapping | None") -> "list[tuple[str, int]]":
+    """(source uid, epoch ms) from a progress' ``observedMetrics`` (its JSON's
+    objects, or PySpark's Rows); a batch without an event time (no rows, or
+    none with one) reports null: left out."""
+    out = []
+    for name, row in (observed or {}).items():
+        if hasattr(row, "asDict"):  # pyspark.sql.Row
+            row = row.asDict()
+        if isinstance(name, str) and name.startswith(EVENT_TIME_PREFIX) and isinstance(row, Mapping):
+            value = row.get(EVENT_TIME_FIELD)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                out.append((name[len(EVENT_TIME_PREFIX):], int(value)))
+    return out
+
+
 
 
 def column(name: str) -> "Column":

@@ -2,8 +2,9 @@
 equal what the Delta tables hold, and every query of the shipped Grafana
 dashboard is PromQL that Prometheus evaluates on them.
 
-The job runs through the engine's public API (``compile_text`` + ``execute``,
-metrics on a free port) on a thread; Prometheus (``tests/components/prometheus.py``,
+The job runs through the engine's public API (``compile_text``, then the
+control plane's ``JobMaster.run``, metrics on a free port) on a thread, so the
+job and pipeline state sets are scraped too (RUNNING while it runs); Prometheus (``tests/components/prometheus.py``,
 the Debian package, installed when missing) scrapes it every second. The
 source's rows end after three epochs while the job keeps running: once
 Prometheus has scraped after the last epoch, its series must be exact.
@@ -18,10 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from streaming_engine.control.master import JobMaster
+from streaming_engine.control.states import JobStatus, PipelineStatus
 from streaming_engine.job import compile_text
 from streaming_engine.metrics.prometheus import PrometheusMetrics
 from streaming_engine.runtime.events import EpochCommitted, EventBus
-from streaming_engine.runtime.runner import execute
 from tests.components.prometheus import PrometheusServer
 
 pytestmark = [pytest.mark.spark, pytest.mark.components, pytest.mark.timeout(420)]
@@ -69,13 +71,12 @@ def test_prometheus_scrapes_a_running_job_and_its_table_series_equal_the_committ
     metrics = PrometheusMetrics.shared(0)
     with PrometheusServer(tmp_path / "prometheus", [f"127.0.0.1:{metrics.port}"]) as prom:
         job = compile_text(JOB, variables={"work": str(tmp_path)}, file="job.conf")
-        stop = threading.Event()
+        master = JobMaster(job)
         epochs: list[EpochCommitted] = []
-        bus = _AfterEverySubscriber(epochs)
+        master.bus = _AfterEverySubscriber(epochs)  # the master's events, on a bus that tells when they are handled
+        master.bus.subscribe(master.on_event)
         outcome: dict = {}
-        runner = threading.Thread(
-            target=lambda: outcome.update(result=execute(job, spark=spark, bus=bus, stop=stop)), daemon=True
-        )
+        runner = threading.Thread(target=lambda: outcome.update(result=master.run(spark=spark)), daemon=True)
         runner.start()
         try:
             deadline = time.monotonic() + 240
@@ -92,11 +93,13 @@ def test_prometheus_scrapes_a_running_job_and_its_table_series_equal_the_committ
             commits = _by_sink_table(prom.query(f"streaming_engine_commit_duration_seconds_count{{{job_label}}}"))
             slowest = _by_sink_table(prom.query(f"streaming_engine_commit_duration_seconds_sum{{{job_label}}}"))
             status = prom.query(f"streaming_engine_job_status{{{job_label}}}")
+            job_state = _by_state(prom.query(f"streaming_engine_job_state{{{job_label}}}"))
+            pipeline_state = _by_state(prom.query(f"streaming_engine_pipeline_state{{{job_label}}}"))
             last = prom.query(f"streaming_engine_last_committed_epoch{{{job_label}}}")
             epoch_count = prom.query(f"sum(streaming_engine_epochs_committed_total{{{job_label}}})")
             dashboard = _dashboard_queries(prom)
         finally:
-            stop.set()
+            master.request_stop()
             runner.join(120)
         assert not runner.is_alive(), "the job did not stop"
         assert outcome["result"].status in ("FINISHED", "CANCELED"), outcome["result"].error
@@ -124,6 +127,10 @@ def test_prometheus_scrapes_a_running_job_and_its_table_series_equal_the_committ
         for c in e.commits:
             assert c.seconds is not None and 0 < c.seconds <= e.seconds, (e.epoch, c)
     assert [float(s["value"][1]) for s in status] == [1.0]  # RUNNING when scraped
+    # the control plane's state sets: every state a series, RUNNING the one at 1
+    assert job_state == {(None, s.value): float(s is JobStatus.RUNNING) for s in JobStatus}
+    [pipeline] = job.plan.pipelines
+    assert pipeline_state == {(pipeline.key, s.value): float(s is PipelineStatus.RUNNING) for s in PipelineStatus}
     assert [float(s["value"][1]) for s in last] == [EPOCHS - 1.0]
     assert [float(s["value"][1]) for s in epoch_count] == [float(EPOCHS)]
     # every dashboard query is PromQL Prometheus evaluates; the per-table ones have this job's series
@@ -145,6 +152,10 @@ class _AfterEverySubscriber(EventBus):
         super().publish(event)
         if isinstance(event, EpochCommitted):
             self.epochs.append(event)
+
+
+def _by_state(samples: list[dict]) -> dict[tuple[str | None, str], float]:
+    return {(s["metric"].get("pipeline"), s["metric"]["state"]): float(s["value"][1]) for s in samples}
 
 
 def _by_sink_table(samples: list[dict]) -> dict[tuple[str, str], float]:

@@ -16,7 +16,7 @@ import pytest
 from streaming_engine.checkpoint.record import CommitRecord
 from streaming_engine.metrics.prometheus import PrometheusMetrics
 from streaming_engine.runtime.events import (
-    EpochCommitted, JobFinished, JobStarted, PipelineFinished, PipelineStarted, SourceProgress,
+    EpochCommitted, JobFinished, JobStarted, PipelineFinished, PipelineStarted, SourceProgress, StateChanged,
 )
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "conf" / "grafana" / "streaming-engine.json"
@@ -40,7 +40,9 @@ def exported_metric_names() -> set[str]:
     m.on_event(PipelineStarted("j", "p", "/ckpt", attempt=2))
     m.on_event(EpochCommitted("j", "p", 0, (CommitRecord("s", "db.t", "/t", 3, 0, False, 0.2),
                                             CommitRecord("s", "db.u", "/u", 0, None, True)), 0.5))
-    m.on_event(SourceProgress("j", "p", 0, 3, (("topic", 0, 7),)))
+    m.on_event(SourceProgress("j", "p", 0, 3, (("topic", 0, 7),), (("kafka.cdc", 1_700_000_000_000),)))
+    m.on_event(StateChanged("j", "job", "job", "RUNNING", "SCHEDULED", ("SCHEDULED", "RUNNING")))
+    m.on_event(StateChanged("j", "pipeline", "p", "RUNNING", "DEPLOYING", ("DEPLOYING", "RUNNING")))
     m.on_event(PipelineFinished("j", "p", "FINISHED"))
     m.on_event(JobFinished("j", "FINISHED"))
     names = set()
@@ -135,14 +137,16 @@ def test_the_dashboard_is_grafana_dashboard_json(doc):
 
 
 def test_the_dashboard_has_the_panels_an_operator_alerts_on(doc):
-    """Epochs/s, rows per table, commit latency p95, source lag, restarts,
-    job and pipeline state, last committed epoch: each a panel over the metric."""
+    """Epochs/s, rows per table, commit latency p95, source lag (records and,
+    for CDC sources, seconds), restarts, job and pipeline state (also the
+    control plane's state sets), last committed epoch: each a panel over the metric."""
     used = {name for p in doc["panels"] for t in p.get("targets", []) for name in metric_names(t["expr"])}
     assert used >= {
         "streaming_engine_epochs_committed_total", "streaming_engine_rows_committed_total",
         "streaming_engine_commit_duration_seconds_bucket", "streaming_engine_source_lag_records",
         "streaming_engine_pipeline_restarts_total", "streaming_engine_job_status", "streaming_engine_pipeline_status",
-        "streaming_engine_last_committed_epoch",
+        "streaming_engine_last_committed_epoch", "streaming_engine_source_lag_seconds",
+        "streaming_engine_job_state", "streaming_engine_pipeline_state",
     }
     p95 = [t["expr"] for p in doc["panels"] for t in p.get("targets", []) if "commit_duration" in t["expr"]]
     assert p95 and all(e.startswith("histogram_quantile(0.95,") and re.search(r"by \(le\b", e) for e in p95), p95
@@ -169,8 +173,8 @@ def test_a_query_naming_an_unknown_metric_is_caught(doc):
         assert unknown_metrics(broken, exported) == {broken["panels"][-1]["title"]: {wrong}}
     broken = copy.deepcopy(doc)
     [v] = [v for v in broken["templating"]["list"] if v["name"] == "job"]
-    v["query"]["query"] = "label_values(streaming_engine_job_state, job)"
-    assert unknown_metrics(broken, exported) == {"variable streaming_engine_job_state": {"streaming_engine_job_state"}}
+    v["query"]["query"] = "label_values(streaming_engine_job_states, job)"
+    assert unknown_metrics(broken, exported) == {"variable streaming_engine_job_states": {"streaming_engine_job_states"}}
 
 
 @pytest.mark.parametrize("expr, names", [

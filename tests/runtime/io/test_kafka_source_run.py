@@ -396,3 +396,79 @@ def test_without_a_schema_each_record_is_the_text_of_one_content_column(kafka_br
     df = ran.delta(spark, "plain")
     assert df.columns == ["content"]
     assert sorted(r["content"] for r in df.collect()) == sorted(values)
+
+
+LAG_JOB = """
+env {{ job.name = cdc_lag, job.mode = BATCH }}
+source {{
+  Kafka {{
+    plugin_output = cdc
+    bootstrap.servers = "{bootstrap}"
+    topic = "cdc_lag"
+    start_mode = earliest
+    format = debezium_json
+    debezium_record_include_schema = false
+    schema = {{ table = "public.customers", fields {{ id = int, name = string }} }}
+  }}
+}}
+sink {{ Delta {{ plugin_input = cdc, path = "${{work}}/customers" }} }}
+"""
+
+
+def _change(i: int, source_ts_ms: int | None, ts_ms: int, op: str = "c") -> str:
+    """A Debezium change event (PostgreSQL connector's shape, without the schema wrapper)."""
+    source = {"connector": "postgresql", "db": "shop", "schema": "public", "table": "customers", "lsn": 1000 + i}
+    if source_ts_ms is not None:
+        source["ts_ms"] = source_ts_ms
+    return json.dumps({"before": None, "after": {"id": i, "name": f"c{i}"}, "op": op, "source": source, "ts_ms": ts_ms})
+
+
+def test_the_time_lag_of_a_debezium_source_is_now_minus_the_source_time_of_the_last_applied_change(
+    kafka_broker, run_job_text, spark
+):
+    """Debezium events whose changes were made an hour ago: lag >= 3600 s,
+    from their ``source.ts_ms`` (not the envelope's ``ts_ms``, when the
+    connector saw them); a record that is not a change (a dead letter) does not
+    count; then fresh events: the lag is the seconds since they were made."""
+    import time
+
+    from streaming_engine.metrics.prometheus import PrometheusMetrics
+    from streaming_engine.runtime.events import JobFinished, SourceProgress
+
+    def metrics_of(ran) -> tuple[float | None, float | None]:
+        m = PrometheusMetrics()
+        for e in ran.events:
+            if not isinstance(e, JobFinished):  # a finished job's event-time series go: read them as the run left them
+                m.on_event(e)
+        labels = {"job": "cdc_lag", "pipeline": "cdc", "source": "cdc"}
+        return (m.registry.get_sample_value("streaming_engine_source_last_event_timestamp_seconds", labels),
+                m.registry.get_sample_value("streaming_engine_source_lag_seconds", labels))
+
+    kafka_broker.create_topic("cdc_lag", partitions=2)
+    now_ms = int(time.time() * 1000)
+    hour_ago = now_ms - 3_600_000
+    old = [(str(i), _change(i, hour_ago - 1000 * (9 - i), now_ms), i % 2) for i in range(10)]  # newest: hour_ago
+    future = now_ms + 86_400_000
+    bad = [("x", _change(99, future, future, op="x"), 0)]  # unknown op: a dead letter, not an applied change
+    _produce(kafka_broker.bootstrap, "cdc_lag", old[:5] + bad + old[5:])
+    job = LAG_JOB.format(bootstrap=kafka_broker.bootstrap)
+
+    ran = run_job_text(job)
+    assert ran.result.status == "FINISHED", ran.result.error
+    assert sorted(r["id"] for r in ran.rows(spark, "customers")) == list(range(10))
+    assert ran.delta(spark, "customers").columns == ["id", "name"]  # the envelope did not change
+    times = [dict(e.event_time_ms) for e in ran.events if isinstance(e, SourceProgress) and e.event_time_ms]
+    assert times and max(t["cdc"] for t in times) == hour_ago, times
+    last, lag = metrics_of(ran)
+    assert last == hour_ago / 1000
+    assert 3600 <= lag < 3600 + (time.time() * 1000 - now_ms) / 1000 + 5, lag
+
+    # fresh changes, the same job again (its checkpoint: only the new events)
+    fresh_ms = int(time.time() * 1000)
+    _produce(kafka_broker.bootstrap, "cdc_lag", [(str(i), _change(i, fresh_ms, fresh_ms), i % 2) for i in range(10, 14)])
+    ran = run_job_text(job)
+    assert ran.result.status == "FINISHED", ran.result.error
+    assert sorted(r["id"] for r in ran.rows(spark, "customers")) == list(range(14))
+    last, lag = metrics_of(ran)
+    assert last == fresh_ms / 1000
+    assert 0 <= lag <= time.time() - fresh_ms / 1000 + 1 and lag < 600, lag
