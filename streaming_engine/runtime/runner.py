@@ -271,7 +271,8 @@ def _drain_all(bus: EventBus, running: list[_Running]) -> tuple[str, str | None]
                 _finished(bus, item, "SAVEPOINT_DONE")
                 continue
             if q.isActive:
-                if item.runner.drain():  # between epochs: nothing to interrupt
+                # between epochs, and Spark done with the last one (its commit log written): nothing to interrupt
+                if item.runner.drain() and not _trigger_active(q):
                     q.stop()
                 else:
                     continue
@@ -289,6 +290,15 @@ def _drain_all(bus: EventBus, running: list[_Running]) -> tuple[str, str | None]
         if all(i.done for i in running):
             return ("FAILED", f"{failed.runner.pipeline.name}: {failed.error}") if failed else ("SAVEPOINT_DONE", None)
         time.sleep(0.05)
+
+
+def _trigger_active(q: "StreamingQuery") -> bool:
+    """Spark is inside a trigger: planning a batch, running it, or writing its
+    commit log after foreachBatch returned."""
+    try:
+        return bool((q.status or {}).get("isTriggerActive"))
+    except Exception:  # the query is going away
+        return False
 
 
 def _cancel_all(bus: EventBus, running: list[_Running]) -> None:
@@ -319,9 +329,12 @@ def _report_progress(bus: "EventBus | None", item: "_Running") -> None:
 
 
 def _publish_progress(bus: "EventBus", item: "_Running", batch: int, p: dict) -> None:
+    from streaming_engine.runtime.rows import observed_event_times
+
     r = item.runner
     bus.publish(SourceProgress(r.dag.job_name, r.pipeline.key, batch, int(p.get("numInputRows") or 0),
-                               tuple(_partition_lag(p.get("sources") or []))))
+                               tuple(_partition_lag(p.get("sources") or [])),
+                               tuple(observed_event_times(p.get("observedMetrics")))))
     for v in r.pipeline.vertices:
         if v.kind == "source":
             try:
@@ -402,7 +415,7 @@ def _attach_metrics(job: CompiledJob, bus: EventBus) -> None:
     from streaming_engine.metrics.prometheus import PrometheusMetrics
 
     metrics = PrometheusMetrics.shared(job.dag.env.metrics_port)
-    metrics.attach(bus)
+    metrics.attach(bus, table_limit=job.dag.env.metrics_table_limit)  # the job's own bound on table series
     print(f"metrics: http://127.0.0.1:{metrics.port}/metrics", file=sys.stderr)
 
 

@@ -89,6 +89,17 @@ def test_a_second_run_is_refused_naming_the_holder_and_a_killed_holder_does_not_
     assert len(refused) == 1 and "running already" in refused[0]["error"]
     assert sorted(r["state"] for r in jobs.values()) == ["CANCELED", "FAILED", "UNKNOWABLE"]
 
+    # the same through the CLI: the job's runs, then one run's state changes with their causes
+    listed = subprocess.run(_argv(tmp_path, "history", "--format", "json"), cwd=ROOT, env=_env(), capture_output=True,
+                            text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert listed.returncode == 0, listed.stderr[-3000:]
+    shown = {r["job_id"]: r["state"] for r in json.loads(listed.stdout)["rows"]}
+    assert shown == {k: v["state"] for k, v in jobs.items()}
+    moves = subprocess.run(_argv(tmp_path, "history", "--job-id", refused[0]["job_id"]), cwd=ROOT, env=_env(),
+                           capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert moves.returncode == 0, moves.stderr[-3000:]
+    assert "PENDING -> FAILED" in moves.stdout and "JOB.ALREADY_RUNNING" in moves.stdout, moves.stdout
+
 
 def test_a_lease_of_another_host_lapses_after_its_time_and_its_holder_learns_it_lost(tmp_path, spark):
     d = str(tmp_path / "_lease")
