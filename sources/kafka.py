@@ -326,6 +326,43 @@ class Kafka(Source):
     # the topics and brokers the checkpoint's offsets belong to; consumer
     # settings, credentials and rate limits may change on a restore
     restore_identity = frozenset({"topic", "pattern", "bootstrap.servers"})
+    restore_table_option = "tables_configs"
+
+    @classmethod
+    def restore_tables(cls, old: dict, new: dict) -> tuple[list[str], list[str]]:
+        """A table added with topics of its own starts from their beginning:
+        Spark's Kafka source reads partitions its checkpoint does not know
+        from the earliest offset (Flink CDC's scan.newly-added-table). The
+        other tables' topics may not change, nor may a table go (its topics'
+        offsets would stay in the checkpoint)."""
+        def topics(v: dict) -> dict[str, tuple[frozenset[str], bool]]:
+            out = {}
+            for entry in v["options"].get("tables_configs") or []:
+                table = (entry.get("schema_") or {}).get("table")
+                spec = entry.get("topic") or ""
+                out[table] = (frozenset(t.strip() for t in spec.split(",") if t.strip()), bool(entry.get("pattern")))
+            return out
+
+        before, after = topics(old), topics(new)
+        subscribed = set().union(*(t for t, _ in before.values())) | set((old["options"].get("topic") or "").split(","))
+        allowed, refused = [], []
+        for table in sorted(set(before) | set(after)):
+            if table not in after:
+                refused.append(f"table {table!r} is gone from tables_configs: its topics' offsets stay in the "
+                               "checkpoint; restore with it, or run the remaining tables under a new job name")
+            elif table not in before:
+                own, pattern = after[table]
+                if pattern or not own or own & subscribed:
+                    refused.append(f"table {table!r} is new but reads {'a pattern' if pattern else 'no topic of its own' if not own else sorted(own & subscribed)}"
+                                   ", which the checkpoint has read past: it cannot start from its beginning; give it "
+                                   "topics of its own, or run it as a job of its own")
+                else:
+                    allowed.append(f"table {table!r} added: its topics {sorted(own)} are read from their beginning, "
+                                   "the other tables continue where they were")
+            elif before[table] != after[table]:
+                refused.append(f"table {table!r} reads other topics now ({sorted(before[table][0])} -> "
+                               f"{sorted(after[table][0])}): the checkpoint's offsets belong to the old ones")
+        return allowed, refused
 
     options: KafkaSourceOptions
 

@@ -84,7 +84,8 @@ def _sources(old: dict[str, Any], new: dict[str, Any], d: PlanDiff) -> None:
         cls = REGISTRIES["source"].find(n["plugin"])
         identity = getattr(cls, "restore_identity", None)
         tunable = getattr(cls, "restore_tunable", frozenset())
-        keys = sorted(set(o["options"]) | set(n["options"]))
+        per_table = getattr(cls, "restore_table_option", None)
+        keys = sorted((set(o["options"]) | set(n["options"])) - {per_table})
         for k in keys:
             a, b = o["options"].get(k), n["options"].get(k)
             if a == b:
@@ -96,12 +97,10 @@ def _sources(old: dict[str, Any], new: dict[str, Any], d: PlanDiff) -> None:
                                  "old value, or run the changed job under a new job name")
             else:
                 d.allowed.append(f"source {uid!r}: option {k!r} changed from {a!r} to {b!r}")
-        added = sorted(set(_tables(n)) - set(_tables(o)))
-        removed = sorted(set(_tables(o)) - set(_tables(n)))
-        if added or removed:
-            d.refused.append(f"source {uid!r}: its tables changed (added {added or 'none'}, removed {removed or 'none'}); "
-                             f"{n['plugin']} cannot change its table set on a restore: run the new tables as a job "
-                             "of their own")
+        if cls is not None:
+            allowed, refused = cls.restore_tables(o, n)
+            d.allowed += [f"source {uid!r}: {a}" for a in allowed]
+            d.refused += [f"source {uid!r}: {r}" for r in refused]
     for uid, n in after.items():
         if uid not in before:
             key = next((k for k, ids in new_pipelines.items() if n["id"] in ids), None)

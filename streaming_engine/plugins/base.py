@@ -348,6 +348,22 @@ class Source(Plugin):
     restore_identity: ClassVar[frozenset[str] | None] = None
     # options a restore may change (rate limits, poll settings)
     restore_tunable: ClassVar[frozenset[str]] = frozenset()
+    # the option that lists the source's tables, compared per table by ``restore_tables``
+    restore_table_option: ClassVar[str | None] = None
+
+    @classmethod
+    def restore_tables(cls, old: dict[str, Any], new: dict[str, Any]) -> tuple[list[str], list[str]]:
+        """(allowed, refused) changes of the source's table set on a restore
+        (plan vertices as ``explain --format json`` shows them). Default: a
+        changed table set is refused (the checkpoint's offsets cover the old
+        tables only, and a source cannot start one table from its beginning)."""
+        before = {t["table"] for t in old["schema"]}
+        after = {t["table"] for t in new["schema"]}
+        if before == after:
+            return [], []
+        return [], [f"its tables changed (added {sorted(after - before) or 'none'}, removed "
+                    f"{sorted(before - after) or 'none'}); {new['plugin']} cannot change its table set on a restore: "
+                    "run the new tables as a job of their own"]
 
     def output(self) -> Dataset:
         raise NotImplementedError

@@ -71,3 +71,28 @@ def test_a_changed_table_set_is_refused():
     sink = 'Delta { plugin_input = kept, path = "/w/${table_name}" }'
     d = diff(_plans(source=one, sink=sink), _plans(source=two, sink=sink))
     assert any("its tables changed (added ['a.t2']" in r for r in d.refused), d.refused
+
+
+def _kafka(*entries: str) -> dict:
+    source = ('Kafka { plugin_output = src, bootstrap.servers = "b:9092", format = json, tables_configs = [ '
+              + ", ".join(entries) + " ] }")
+    return _plans(source=source, transform='FieldRename { plugin_input = src, plugin_output = kept, convert_case = LOWER }',
+                  sink='Delta { plugin_input = kept, path = "/w/${table_name}" }')
+
+
+A = '{ topic = ta, schema = { table = "db.a", fields { id = bigint, qty = bigint } } }'
+B = '{ topic = tb, schema = { table = "db.b", fields { id = bigint, qty = bigint } } }'
+
+
+def test_a_kafka_table_with_topics_of_its_own_may_be_added_and_starts_from_its_beginning():
+    d = diff(_kafka(A), _kafka(A, B))
+    assert d.refused == [], d.refused
+    assert any("table 'db.b' added: its topics ['tb'] are read from their beginning" in a for a in d.allowed), d.allowed
+
+
+def test_a_kafka_table_on_a_topic_already_read_or_a_changed_topic_or_a_removed_table_is_refused():
+    shared = '{ topic = ta, schema = { table = "db.c", fields { id = bigint, qty = bigint } } }'
+    assert any("'db.c' is new but reads ['ta']" in r for r in diff(_kafka(A), _kafka(A, shared)).refused)
+    moved = A.replace("topic = ta", "topic = tz")
+    assert any("'db.a' reads other topics now" in r for r in diff(_kafka(A), _kafka(moved)).refused)
+    assert any("'db.b' is gone" in r for r in diff(_kafka(A, B), _kafka(A)).refused)
