@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -57,6 +58,7 @@ class PipelineStatus(str, Enum):
 
 
 J, P = JobStatus, PipelineStatus
+HISTORY_KEPT = 64
 _JOB_END = frozenset({J.FAILED, J.SAVEPOINT_DONE, J.CANCELED, J.FINISHED, J.UNKNOWABLE})
 _PIPELINE_END = frozenset({P.FAILED, P.SAVEPOINT_DONE, P.CANCELED, P.FINISHED})
 
@@ -104,7 +106,9 @@ class StateMachine:
     entity: str
     state: JobStatus | PipelineStatus
     transitions: dict
-    history: list[Transition] = field(default_factory=list)
+    # the latest transitions (the history table keeps all of them): bounded, as
+    # a job restarted by exponential-delay for weeks moves four times a restart
+    history: deque = field(default_factory=lambda: deque(maxlen=HISTORY_KEPT))
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def move(self, new: JobStatus | PipelineStatus, cause: str | None = None) -> Transition:
@@ -117,18 +121,18 @@ class StateMachine:
                 )
             t = Transition(self.entity, self.state.value, new.value, time.time(), cause)
             self.state = new
-            # a state machine lives as long as one run: its transitions are bounded by the
-            # restarts the restart strategy allows (a handful per failure)
             self.history.append(t)
             return t
 
 
 def job_machine(entity: str = "job") -> StateMachine:
-    return StateMachine(entity, J.INITIALIZING, JOB_TRANSITIONS, [Transition(entity, None, J.INITIALIZING.value, time.time())])
+    return StateMachine(entity, J.INITIALIZING, JOB_TRANSITIONS,
+                        deque([Transition(entity, None, J.INITIALIZING.value, time.time())], maxlen=HISTORY_KEPT))
 
 
 def pipeline_machine(key: str) -> StateMachine:
-    return StateMachine(key, P.CREATED, PIPELINE_TRANSITIONS, [Transition(key, None, P.CREATED.value, time.time())])
+    return StateMachine(key, P.CREATED, PIPELINE_TRANSITIONS,
+                        deque([Transition(key, None, P.CREATED.value, time.time())], maxlen=HISTORY_KEPT))
 
 
 def job_end_state(pipelines: list[PipelineStatus], savepoint: bool = False) -> JobStatus:

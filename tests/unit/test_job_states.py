@@ -148,3 +148,14 @@ def test_restart_options_are_validated():
     with pytest.raises(Exception) as e:
         EnvConfig.model_validate({"restart.strategy": "sometimes"})
     assert "fixed-delay" in str(e.value)
+
+
+def test_a_pipeline_restarted_for_weeks_keeps_a_bounded_history_in_memory():
+    m = pipeline_machine("p")
+    m.move(P.SCHEDULED)
+    m.move(P.DEPLOYING)
+    m.move(P.RUNNING)
+    for _ in range(10_000):  # restarts: the history table keeps them all, the driver the latest
+        for s in (P.FAILING, P.CREATED, P.SCHEDULED, P.DEPLOYING, P.RUNNING):
+            m.move(s)
+    assert len(m.history) <= 64 and m.history[-1].new == "RUNNING"
