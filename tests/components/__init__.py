@@ -85,6 +85,50 @@ def java() -> str:
 JVM_TEST_FLAGS = [*C1_ONLY, "-XX:+UseSerialGC", "-Djava.awt.headless=true"]
 
 
+def ensure_debian_package(package: str, find, hint: str) -> str:
+    """What ``find()`` finds (a binary's path), installing the Debian
+    ``package`` first when it finds nothing: apt-get as root, non-interactive,
+    ``apt-get update`` once when the install fails on old or missing package
+    lists. One install at a time per machine (pytest-xdist workers share it: a
+    file lock), waiting for apt's own lock when another apt-get runs. ``hint``:
+    what a user can do instead (an environment variable naming the binary)."""
+    import fcntl
+    import tempfile
+
+    found = find()
+    if found is not None:
+        return found
+    if shutil.which("apt-get") is None or os.geteuid() != 0:
+        raise ComponentError(f"{package} is not installed and cannot be installed here (needs apt-get as root): "
+                             f"`sudo apt-get install -y --no-install-recommends {package}`, or {hint}")
+    tmp = Path(tempfile.gettempdir())
+    log_path = tmp / f"streaming-engine-install-{package}.log"
+    with open(tmp / f"streaming-engine-install-{package}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        found = find()  # another worker installed it meanwhile
+        if found is not None:
+            return found
+        install = ["apt-get", "install", "-y", "--no-install-recommends", "-o", "DPkg::Lock::Timeout=300", package]
+        if _apt(install, log_path) != 0:  # no package lists yet, or old ones: update once, then again
+            if _apt(["apt-get", "update", "-o", "DPkg::Lock::Timeout=300"], log_path) != 0:
+                raise ComponentError(f"apt-get update failed; cannot install {package}:\n{log_tail(log_path)}")
+            if _apt(install, log_path) != 0:
+                raise ComponentError(f"apt-get install {package} failed:\n{log_tail(log_path)}")
+    found = find()
+    if found is None:
+        raise ComponentError(f"apt-get installed {package} but its program is still missing:\n{log_tail(log_path)}")
+    return found
+
+
+def _apt(args: list[str], log_path: Path) -> int:
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive", NEEDRESTART_MODE="a")
+    with open(log_path, "ab") as log:
+        log.write(f"\n$ {' '.join(args)}\n".encode())
+        log.flush()
+        return subprocess.run(args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                              timeout=900).returncode
+
+
 def run_as(user: str, home: str | None = None, why: str = "") -> dict:
     """Popen arguments that run a server as ``user`` when we are root (servers
     such as PostgreSQL refuse root); {} when we are not root."""

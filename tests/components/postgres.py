@@ -10,7 +10,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.components import ComponentError, free_port, log_tail, run_as, stop_process
+from tests.components import ComponentError, ensure_debian_package, free_port, log_tail, run_as, stop_process
 
 PG_BIN = Path(os.environ.get("STREAMING_ENGINE_PG_BIN", "/usr/lib/postgresql/15/bin"))
 
@@ -75,12 +75,9 @@ class PostgresServer:
     def start(self) -> "PostgresServer":
         if self.proc is not None:
             raise ComponentError("PostgreSQL already started")
-        for tool in ("initdb", "postgres"):
-            if not (PG_BIN / tool).is_file():
-                raise ComponentError(
-                    f"{PG_BIN / tool} not found: install the Debian package postgresql-15 "
-                    "(or set STREAMING_ENGINE_PG_BIN)"
-                )
+        ensure_debian_package(
+            "postgresql-15", lambda: str(PG_BIN) if all((PG_BIN / t).is_file() for t in ("initdb", "postgres")) else None,
+            "set STREAMING_ENGINE_PG_BIN to a PostgreSQL 15 bin folder")
         self.workdir.mkdir(parents=True, exist_ok=True)
         run_as = self._run_as()
         self.root = Path(tempfile.mkdtemp(prefix="streaming-engine-pg-"))

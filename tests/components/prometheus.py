@@ -11,7 +11,6 @@ scrape of every target that started after a given time.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -24,43 +23,16 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from tests.components import ComponentError, free_port, log_tail, run_as, stop_process
+from tests.components import ComponentError, ensure_debian_package, free_port, log_tail, run_as, stop_process
 
 PACKAGE = "prometheus"
 USER = "prometheus"  # the Debian package's system user
 
 
-def ensure_prometheus(log_path: Path | None = None) -> str:
-    """The ``prometheus`` binary (``STREAMING_ENGINE_PROMETHEUS``, else on PATH),
-    installing the Debian package first when it is missing. One install at a
-    time per machine (pytest-xdist workers share it: a file lock), waiting for
-    apt's own lock when another apt-get runs."""
-    found = _binary()
-    if found is not None:
-        return found
-    if shutil.which("apt-get") is None:
-        raise ComponentError(f"prometheus not found and there is no apt-get: install Prometheus ({PACKAGE}) "
-                             "or set STREAMING_ENGINE_PROMETHEUS=/path/to/prometheus")
-    if os.geteuid() != 0:
-        raise ComponentError(f"prometheus not found: install the Debian package ({PACKAGE}) as root, "
-                             f"e.g. `sudo apt-get install -y --no-install-recommends {PACKAGE}`, "
-                             "or set STREAMING_ENGINE_PROMETHEUS=/path/to/prometheus")
-    log_path = log_path or Path(tempfile.gettempdir()) / "streaming-engine-prometheus-install.log"
-    with open(Path(tempfile.gettempdir()) / "streaming-engine-prometheus-install.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        found = _binary()  # another worker installed it meanwhile
-        if found is not None:
-            return found
-        install = ["apt-get", "install", "-y", "--no-install-recommends", "-o", "DPkg::Lock::Timeout=300", PACKAGE]
-        if _apt(install, log_path) != 0:  # no package lists yet, or old ones: update once, then again
-            if _apt(["apt-get", "update", "-o", "DPkg::Lock::Timeout=300"], log_path) != 0:
-                raise ComponentError(f"apt-get update failed; cannot install {PACKAGE}:\n{log_tail(log_path)}")
-            if _apt(install, log_path) != 0:
-                raise ComponentError(f"apt-get install {PACKAGE} failed:\n{log_tail(log_path)}")
-    found = _binary()
-    if found is None:
-        raise ComponentError(f"apt-get installed {PACKAGE} but there is no prometheus binary:\n{log_tail(log_path)}")
-    return found
+def ensure_prometheus() -> str:
+    """The ``prometheus`` binary (``STREAMING_ENGINE_PROMETHEUS``, else on
+    PATH), installing the Debian package first when it is missing."""
+    return ensure_debian_package(PACKAGE, _binary, "set STREAMING_ENGINE_PROMETHEUS=/path/to/prometheus")
 
 
 def _binary() -> str | None:
@@ -70,15 +42,6 @@ def _binary() -> str | None:
             raise ComponentError(f"STREAMING_ENGINE_PROMETHEUS={configured}: no such file")
         return configured
     return shutil.which("prometheus")
-
-
-def _apt(args: list[str], log_path: Path) -> int:
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive", NEEDRESTART_MODE="a")
-    with open(log_path, "ab") as log:
-        log.write(f"\n$ {' '.join(args)}\n".encode())
-        log.flush()
-        return subprocess.run(args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-                              timeout=900).returncode
 
 
 class PrometheusServer:
@@ -148,7 +111,7 @@ class PrometheusServer:
         if self.proc is not None:
             raise ComponentError("Prometheus already started")
         self.workdir.mkdir(parents=True, exist_ok=True)
-        binary = ensure_prometheus(self.workdir / "apt-get.log")
+        binary = ensure_prometheus()
         self.root = Path(tempfile.mkdtemp(prefix="streaming-engine-prometheus-"))
         try:
             run_as = self._run_as()
