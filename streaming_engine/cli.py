@@ -59,6 +59,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="with 'stop': let every running epoch commit, start no new one, record a savepoint")
     p.add_argument("--timeout", type=float, default=600.0, help="with 'stop': seconds to wait for the job's end")
     p.add_argument("-q", "--quiet", action="store_true", help="with 'run': no progress display")
+    p.add_argument("--api-port", type=int, default=None, metavar="PORT",
+                   help="with 'run': serve this run's read-only REST endpoints (job-info, running/finished jobs, "
+                        "overview, metrics) on PORT (0: any free port), behind the API token (--token-file, "
+                        "--host, --tls-cert/--tls-key as for serve)")
     p.add_argument("--progress-interval", type=float, default=10.0, metavar="SECONDS",
                    help="with 'run' when not on a terminal: a progress line per pipeline at most this often")
     p.add_argument("--all", action="store_true", help="with 'history': every job of the history table, not only this one")
@@ -170,17 +174,30 @@ def _run(job, args: argparse.Namespace) -> int:
 
     master = JobMaster(job, master=args.master)
     print(f"job {job.dag.job_name!r} id {master.job_id} (history: {master.history_path})", file=sys.stderr)
+    spark, endpoints = None, None
+    if args.api_port is not None:
+        from streaming_engine.api.serve import DEFAULT_HOST, ReadOnlyEndpoints
+        from streaming_engine.runtime.session import build_spark_session
+
+        spark = build_spark_session(job.dag.job_name, args.master, conf=job.dag.env.spark,
+                                    extras=required_extras(job.raw))
+        endpoints = ReadOnlyEndpoints(job, master, spark, host=args.host or DEFAULT_HOST, port=args.api_port,
+                                      token_file=args.token_file, tls_cert=args.tls_cert, tls_key=args.tls_key)
+        print(f"read-only API of this run on {endpoints.url} (token file {endpoints.token_path})", file=sys.stderr)
     progress = None
     if not args.quiet:
         from streaming_engine.control.progress import Progress
 
         progress = Progress(master, interval=args.progress_interval)
         progress.start()
+    result = None
     try:
-        result = master.run(count_rows=True, restore=args.restore)
+        result = master.run(spark=spark, count_rows=True, restore=args.restore)
     finally:
         if progress is not None:
             progress.stop()
+        if endpoints is not None:
+            endpoints.close(result.error if result is not None else "the run ended with an error")
     if master.restored is not None:
         changes = master.restored.allowed or ["none"]
         print(f"restored from the savepoint of job {args.restore}; changes: " + "; ".join(changes), file=sys.stderr)

@@ -99,6 +99,7 @@ MESSAGES: dict[str, str] = {
     "<checkpoint.dir>/_api/token)",
     "API.BODY_TOO_LARGE": "the request body is {size}; the limit is {limit} bytes (serve --max-body)",
     "API.BAD_REQUEST": "{detail}",
+    "API.READ_ONLY": "this endpoint serves one attached run read-only: it does not {what}; {instead}",
     "API.BAD_PARAMETER": "{name} {detail}",
     "API.BAD_CONFIG": "{count} problem{s} in the job config: {problems}",
     "API.UNKNOWN_JOB": "no job with id {job_id} on this server or in its history table",

@@ -176,7 +176,9 @@ def _format(fmt: str | None, content_type: str | None) -> str:
 
 
 def create_app(service: JobService, token: str, max_body: int = MAX_BODY,
-               metrics: "PrometheusMetrics | None" = None) -> ASGIApp:
+               metrics: "PrometheusMetrics | None" = None, read_only: bool = False) -> ASGIApp:
+    """``read_only``: the endpoints of one attached run (``run --api-port``):
+    submit-job and stop-job answer 405 (stop that run with ``streaming-engine stop``)."""
     from streaming_engine import __version__ as engine_version
 
     api = FastAPI(title="streaming-engine REST API (SeaTunnel REST v2 paths)", version=engine_version,
@@ -206,6 +208,8 @@ def create_app(service: JobService, token: str, max_body: int = MAX_BODY,
     @api.post("/submit-job")
     async def submit_job(request: Request, jobId: str | None = None, jobName: str | None = None,  # noqa: N803
                          isStartWithSavePoint: str | None = None, format: str | None = None) -> Any:  # noqa: A002,N803
+        if read_only:
+            raise ApiError(405, "API.READ_ONLY", {"what": "submit jobs", "instead": "start 'streaming-engine serve'"})
         raw = await request.body()
         if not raw.strip():
             raise ApiError(400, "API.BAD_REQUEST", {"detail": "Request body is empty: send the job config "
@@ -225,6 +229,9 @@ def create_app(service: JobService, token: str, max_body: int = MAX_BODY,
 
     @api.post("/stop-job")
     async def stop_job(request: Request) -> Any:
+        if read_only:
+            raise ApiError(405, "API.READ_ONLY", {"what": "stop jobs",
+                                                  "instead": "use 'streaming-engine stop -c <job file> [--savepoint]'"})
         raw = await request.body()
         try:
             body = json.loads(raw.decode("utf-8")) if raw.strip() else None

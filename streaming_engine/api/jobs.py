@@ -200,7 +200,6 @@ class JobService:
     def submit(self, text: str, fmt: str = "json", job_name: str | None = None, job_id: str | None = None,
                start_with_savepoint: bool = False) -> Submitted:
         from streaming_engine.control.master import JobMaster
-        from streaming_engine.plan.render import to_json
         from streaming_engine.runtime.session import required_extras
 
         if self.closing:
@@ -229,16 +228,8 @@ class JobService:
         if job_id is not None and self._history_jobs(job_id=job_id):
             raise ApiError(409, "API.JOB_ID_TAKEN", {"job_id": job_id})
         master = JobMaster(job, master=self.spark_master, job_id=job_id)
-        plans = json.loads(to_json(job))
+        s = self._follow(job, master, start_with_savepoint, restore_from)
         env = job.dag.env
-        env_options = redact.redact_options({k: v for k, v in env.model_dump(by_alias=True).items()
-                                             if k != "spark" and v not in (None, (), [])})
-        env_options.update({k: v for k, v in redact.redact_options(env.spark).items()})
-        s = Submitted(job, master, time.time(), start_with_savepoint, plans, env_options,
-                      {p.key: PipelineProgress(p.name) for p in job.plan.pipelines}, restore_from=restore_from)
-        master.bus.subscribe(s.on_event)
-        if self.metrics is not None:
-            self.metrics.attach(master.bus, table_limit=job.dag.env.metrics_table_limit)
         with self._lock:  # checked and registered at once: two submissions of one name cannot both pass
             same = [x for x in self.jobs.values() if not x.ended and x.master.name == job.dag.job_name]
             if same:
@@ -252,6 +243,34 @@ class JobService:
         log.info("job submitted", extra={"job_id": master.job_id, "job": master.name,
                                          "pipelines": len(job.plan.pipelines), "mode": env.job_mode})
         return s
+
+    def _follow(self, job: "CompiledJob", master: "JobMaster", start_with_savepoint: bool = False,
+                restore_from: str | None = None) -> Submitted:
+        """A job object that follows ``master``'s run through its events (and its metrics, when the server has them)."""
+        from streaming_engine.plan.render import to_json
+
+        env = job.dag.env
+        env_options = redact.redact_options({k: v for k, v in env.model_dump(by_alias=True).items()
+                                             if k != "spark" and v not in (None, (), [])})
+        env_options.update({k: v for k, v in redact.redact_options(env.spark).items()})
+        s = Submitted(job, master, time.time(), start_with_savepoint, json.loads(to_json(job)), env_options,
+                      {p.key: PipelineProgress(p.name) for p in job.plan.pipelines}, restore_from=restore_from)
+        master.bus.subscribe(s.on_event)
+        if self.metrics is not None:
+            self.metrics.attach(master.bus, table_limit=env.metrics_table_limit)
+        return s
+
+    def attach(self, job: "CompiledJob", master: "JobMaster") -> Submitted:
+        """Serve a job run by someone else (``run --api-port``: the CLI's attached run), read-only."""
+        s = self._follow(job, master, restore_from=None)
+        with self._lock:
+            self.jobs[master.job_id] = s
+        return s
+
+    @staticmethod
+    def ended(s: Submitted, error: str | None) -> None:
+        with s.lock:
+            s.finished, s.status, s.error = time.time(), s.master.state.state.value, error
 
     def _run(self, s: Submitted) -> None:
         try:

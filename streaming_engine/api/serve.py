@@ -87,47 +87,23 @@ class _NoColor(logging.Filter):
         return True
 
 
-def serve(*, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, token_file: str | None = None,
-          tls_cert: str | None = None, tls_key: str | None = None, allow_unrestricted: bool = False,
-          master: str = "local[2]", max_body: int | None = None) -> int:
-    import uvicorn
-
-    from streaming_engine.api.app import MAX_BODY, create_app
-    from streaming_engine.api.jobs import JobService
-    from streaming_engine.control import history
-    from streaming_engine.metrics.prometheus import PrometheusMetrics
-    from streaming_engine.runtime.session import build_spark_session, required_extras
-
-    max_body = MAX_BODY if max_body is None else max_body
-    if max_body < 1:
-        raise EngineError("CLI.USAGE", {"detail": "--max-body must be at least 1 byte"})
-    if bool(tls_cert) != bool(tls_key):
-        raise EngineError("API.TLS", {"detail": "give both --tls-cert and --tls-key"})
-    for name, path in (("--tls-cert", tls_cert), ("--tls-key", tls_key)):
-        if path and not Path(path).is_file():
-            raise EngineError("API.TLS", {"detail": f"{name} {path} is not a file"})
-
-    env, raw_env = _defaults()
-    redact.remember(redact.secret_values(raw_env))
-    token_path = Path(token_file) if token_file else auth.default_token_file(env.checkpoint_dir)
+def _secure_socket(host: str, port: int, token_file: str | None, tls_cert: str | None,
+                   checkpoint_dir: str) -> "tuple[str, Path, socket.socket, str]":
+    """The token (read, or generated into a 0600 file), the listening socket, the scheme."""
+    token_path = Path(token_file) if token_file else auth.default_token_file(checkpoint_dir)
     token, created = auth.load_or_create(token_path)
     redact.remember([token])  # should it ever reach a log line or an error, it is masked there
     if created:
         print(f"API token generated: {token_path} (mode 0600; clients send it as 'Authorization: Bearer <token>')",
               file=sys.stderr)
-    scheme = "https" if tls_cert else "http"
     if not _loopback(host) and not tls_cert:
         log.warning("serving on a non-loopback address without TLS: the token and job configs cross the network "
                     "in clear text; use --tls-cert/--tls-key (or a TLS-terminating proxy)", extra={"host": host})
+    return token, token_path, _bind(host, port), "https" if tls_cert else "http"
 
-    sock = _bind(host, port)
-    extras = tuple(required_extras(SimpleNamespace(env=raw_env, blocks=[])))
-    spark = build_spark_session("streaming-engine-server", master, conf=env.spark, extras=extras)
-    history_path = history.history_path(env.checkpoint_dir, env.history_path)
-    metrics = PrometheusMetrics()  # the server's registry: every job it runs attaches (served at /metrics)
-    service = JobService(spark, master, history_path, restricted=not allow_unrestricted, metrics=metrics,
-                         extras=extras)
-    app = create_app(service, token, max_body, metrics)
+
+def _server(app, tls_cert: str | None, tls_key: str | None):
+    import uvicorn
 
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):  # through the engine's (redacting) handlers
         lg = logging.getLogger(name)
@@ -138,7 +114,77 @@ def serve(*, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, token_file: str
     config = uvicorn.Config(app, log_config=None, access_log=True, lifespan="off", server_header=False,
                             proxy_headers=False, ssl_certfile=tls_cert, ssl_keyfile=tls_key,
                             timeout_graceful_shutdown=10, h11_max_incomplete_event_size=64 * 1024)
-    server = uvicorn.Server(config)
+    return uvicorn.Server(config)
+
+
+def _check_tls(tls_cert: str | None, tls_key: str | None) -> None:
+    if bool(tls_cert) != bool(tls_key):
+        raise EngineError("API.TLS", {"detail": "give both --tls-cert and --tls-key"})
+    for name, path in (("--tls-cert", tls_cert), ("--tls-key", tls_key)):
+        if path and not Path(path).is_file():
+            raise EngineError("API.TLS", {"detail": f"{name} {path} is not a file"})
+
+
+class ReadOnlyEndpoints:
+    """The read-only endpoints of ONE attached run (``run --api-port``): job-info,
+    running/finished jobs, overview, metrics, on a thread of the run's driver,
+    behind the same token, TLS and limits as ``serve``; submit and stop answer 405."""
+
+    def __init__(self, job, master, spark, *, host: str = DEFAULT_HOST, port: int = 0, token_file: str | None = None,
+                 tls_cert: str | None = None, tls_key: str | None = None):
+        import threading
+
+        from streaming_engine.api.app import create_app
+        from streaming_engine.api.jobs import JobService
+        from streaming_engine.metrics.prometheus import PrometheusMetrics
+
+        _check_tls(tls_cert, tls_key)
+        env = job.dag.env
+        token, token_path, sock, scheme = _secure_socket(host, port, token_file, tls_cert, env.checkpoint_dir)
+        metrics = PrometheusMetrics()
+        self.service = JobService(spark, master.spark_master, master.history_path, metrics=metrics)
+        self.job = self.service.attach(job, master)
+        self.server = _server(create_app(self.service, token, metrics=metrics, read_only=True), tls_cert, tls_key)
+        bound = sock.getsockname()
+        self.url = f"{scheme}://{f'[{bound[0]}]' if ':' in bound[0] else bound[0]}:{bound[1]}"
+        self.token_path = token_path
+        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, name="api", daemon=True)
+        self._thread.start()
+
+    def close(self, error: str | None) -> None:
+        from streaming_engine.api.jobs import JobService
+
+        JobService.ended(self.job, error)
+        self.server.should_exit = True
+        self._thread.join(timeout=15)
+
+
+def serve(*, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, token_file: str | None = None,
+          tls_cert: str | None = None, tls_key: str | None = None, allow_unrestricted: bool = False,
+          master: str = "local[2]", max_body: int | None = None) -> int:
+    from streaming_engine.api.app import MAX_BODY, create_app
+    from streaming_engine.api.jobs import JobService
+    from streaming_engine.control import history
+    from streaming_engine.metrics.prometheus import PrometheusMetrics
+    from streaming_engine.runtime.session import build_spark_session, required_extras
+
+    max_body = MAX_BODY if max_body is None else max_body
+    if max_body < 1:
+        raise EngineError("CLI.USAGE", {"detail": "--max-body must be at least 1 byte"})
+    _check_tls(tls_cert, tls_key)
+
+    env, raw_env = _defaults()
+    redact.remember(redact.secret_values(raw_env))
+    token, token_path, sock, scheme = _secure_socket(host, port, token_file, tls_cert, env.checkpoint_dir)
+    extras = tuple(required_extras(SimpleNamespace(env=raw_env, blocks=[])))
+    spark = build_spark_session("streaming-engine-server", master, conf=env.spark, extras=extras)
+    history_path = history.history_path(env.checkpoint_dir, env.history_path)
+    metrics = PrometheusMetrics()  # the server's registry: every job it runs attaches (served at /metrics)
+    service = JobService(spark, master, history_path, restricted=not allow_unrestricted, metrics=metrics,
+                         extras=extras)
+    app = create_app(service, token, max_body, metrics)
+
+    server = _server(app, tls_cert, tls_key)
     # uvicorn hands SIGTERM/SIGINT back to the handlers it found once it stopped serving, and raises
     # them again: with Python's defaults (or pyspark's SIGINT handler) the process would end right
     # there, before the running jobs are stopped and their ends recorded
