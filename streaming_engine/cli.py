@@ -51,7 +51,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--format", default="text", choices=FORMATS, help="output format of explain/check")
     p.add_argument("--log-format", default="text", choices=("text", "json"), help="structured log format")
     p.add_argument("--log-level", default="WARNING", help="log level (default WARNING)")
-    p.add_argument("--job-id", help="with 'history': the state changes of one job")
+    p.add_argument("--job-id", help="with 'history': the state changes of one job (without -c: in the engine defaults' "
+                                    "history table); with 'stop' and no -c: stop that job of a server (--server)")
     p.add_argument("-r", "--restore", metavar="JOB_ID",
                    help="with 'run': continue from the savepoint of that job id (a plan diff first refuses changes "
                         "that would corrupt the targets)")
@@ -102,6 +103,12 @@ def _main(argv: Sequence[str] | None) -> int:
             return _plugins(args.plugin)
         if command in ("serve", "list") or (command == "run" and args.async_run):
             return _api_command(command, args, parser)
+        if command == "stop" and args.job_id and not args.config:  # a job of a server, by its id
+            from streaming_engine.api.commands import stop_by_id
+
+            return stop_by_id(args)
+        if command == "history" and args.job_id and not args.config:  # the engine defaults' history table
+            return _history(None, args)
         if not args.config:
             parser.error("the following arguments are required: -c/--config")
         if args.plugin:
@@ -253,17 +260,21 @@ def _history(job, args: argparse.Namespace) -> int:
     from streaming_engine.control import history
     from streaming_engine.runtime.session import build_spark_session
 
-    env = job.dag.env
+    if job is not None:
+        env, name, extras = job.dag.env, job.dag.job_name, required_extras(job.raw)
+    else:  # by job id alone: the history table of the engine defaults' checkpoint root
+        from streaming_engine.config.models import parse_env
+
+        env, name, extras = parse_env({}, None, strict=False)[0], "history", ()
     path = history.history_path(env.checkpoint_dir, env.history_path)
-    spark = build_spark_session(f"{job.dag.job_name}-history", args.master, conf=env.spark,
-                                extras=required_extras(job.raw))
+    spark = build_spark_session(f"{name}-history", args.master, conf=env.spark, extras=extras)
     if args.job_id:
         rows = history.transitions(spark, path, args.job_id)
         if not rows:
             print(f"error: no job with id {args.job_id} in {path}", file=sys.stderr)
             return 1
     else:
-        rows = history.jobs(spark, path, name=None if args.all else job.dag.job_name)
+        rows = history.jobs(spark, path, name=None if args.all or job is None else job.dag.job_name)
     if args.format == "json":
         print(json.dumps({"history": path, "rows": rows}, indent=2, default=str))
         return 0

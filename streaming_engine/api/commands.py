@@ -132,6 +132,25 @@ def _run_async(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     return 1
 
 
+def stop_by_id(args: argparse.Namespace) -> int:
+    """``stop --job-id ID [--savepoint]`` without a job file: the job runs in a server (``--server``)."""
+    try:
+        client = _client(args)
+        answer = client.request("POST", "/stop-job", json.dumps({"jobId": args.job_id,
+                                                                 "isStopWithSavePoint": bool(args.savepoint)}).encode(),
+                                "application/json")
+    except EngineError as e:
+        _no_server_hint(e)
+        return 1
+    body = answer.body if isinstance(answer.body, dict) else {}
+    if answer.status != 200:
+        print(f"error: {client.server} answered {answer.status}: {body.get('message', answer.body)}", file=sys.stderr)
+        return 1
+    print(f"asked job {args.job_id} on {client.server} to stop{' with a savepoint' if args.savepoint else ''}; "
+          f"follow it: streaming-engine list, or GET {client.server}/job-info/{args.job_id}", file=sys.stderr)
+    return 0
+
+
 def _problem(d: dict, file: str) -> Problem:
     loc = {k: v for k, v in (d.get("location") or {}).items() if k in Location.__dataclass_fields__}
     loc["file"] = file

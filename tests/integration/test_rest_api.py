@@ -340,9 +340,9 @@ def test_a_streaming_job_runs_reports_progress_stops_with_a_savepoint_and_is_lis
     again = s.call("POST", "/submit-job?jobName=api_stream", job.read_text(), headers={"Content-Type": "text/plain"})
     assert again.status == 409 and again.json["condition"] == "API.JOB_NAME_RUNNING", again.text
 
-    stopped = s.call("POST", "/stop-job", json.dumps({"jobId": int(job_id), "isStopWithSavePoint": True}),
-                     headers={"Content-Type": "application/json"})
-    assert stopped.status == 200 and stopped.json == {"jobId": job_id}, stopped.text
+    # by its id from the command line (POST /stop-job underneath)
+    stopped = _cli(work, "stop", "--job-id", job_id, "--savepoint", "--server", s.url)
+    assert stopped.returncode == 0 and f"asked job {job_id}" in stopped.stderr, stopped.stdout + stopped.stderr
     ended = s.wait_for(job_id, lambda j: j["jobStatus"] in ("SAVEPOINT_DONE", "CANCELED", "FAILED", "FINISHED"))
     assert ended["jobStatus"] == "SAVEPOINT_DONE" and ended["errorMsg"] is None, json.dumps(ended)[:3000]
     assert ended["finishedTime"] and ended["pipelines"]["src"]["state"] == "SAVEPOINT_DONE"
@@ -351,6 +351,9 @@ def test_a_streaming_job_runs_reports_progress_stops_with_a_savepoint_and_is_lis
     server["stream_rows"] = rows
     again = s.call("POST", "/stop-job", json.dumps({"jobId": job_id}))
     assert again.status == 409 and again.json["condition"] == "API.JOB_NOT_RUNNING"
+
+    shown = _cli(work, "history", "--job-id", job_id, timeout=300)  # by its id: the engine defaults' history table
+    assert shown.returncode == 0 and "DOING_SAVEPOINT -> SAVEPOINT_DONE" in shown.stdout, shown.stdout + shown.stderr
 
     finished = s.call("GET", "/finished-jobs/SAVEPOINT_DONE").json
     mine = [j for j in finished if j["jobId"] == job_id]
