@@ -59,6 +59,7 @@ class PipelineRunner:
     _gate: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _draining: bool = False
     _in_epoch: bool = False
+    stopping: bool = False  # the supervisor is stopping the query (an epoch it interrupts fails short)
 
     @property
     def _persisted(self) -> frozenset[str]:
@@ -291,6 +292,14 @@ class PipelineRunner:
         except EngineError:
             raise
         except Exception as e:
+            if self.stopping:
+                # interrupted by query.stop(): a SHORT error, nothing chained. Spark matches the text
+                # of foreachBatch's error against a regex that recurses per character (StreamExecution.
+                # isInterruptionException): on a Py4JJavaError's several KB with the Java stack it ran
+                # for minutes (a stop took 5 min under load) or overflowed the stack. The epoch is
+                # replayed by the next run, exactly once.
+                raise RuntimeFailure("RUNTIME.FAILED", {"detail": f"{self.pipeline.name}, epoch {batch_id}: "
+                                                                  "interrupted by a stop"}) from None
             raise RuntimeFailure(
                 "RUNTIME.FAILED",
                 {"detail": f"job {self.dag.job_name}, {self.pipeline.name}, epoch {batch_id}: {_short(e)}"},

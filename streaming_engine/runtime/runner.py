@@ -134,6 +134,7 @@ def execute(
     finally:
         for item in running:
             if item.query is not None and item.query.isActive:
+                item.runner.stopping = True
                 item.query.stop()
             if not item.done:  # left by an error of the supervisor itself
                 item.done = True
@@ -192,6 +193,7 @@ def _supervise(
             if q.isActive:
                 enough = stop_after_epochs is not None and epochs[item.runner.pipeline.key] >= stop_after_epochs
                 if enough:
+                    item.runner.stopping = True
                     q.stop()
                     _report_progress(bus, item)  # batches that ended while it stopped
                     item.done = True
@@ -222,9 +224,12 @@ def _launch(bus: EventBus, item: _Running) -> bool:
     r = item.runner
     bus.publish(PipelineStarting(r.dag.job_name, r.pipeline.key, item.attempt))
     try:
+        r.stopping = False
         item.query = r.start()
     except Exception as e:  # noqa: BLE001 - a failed start is a pipeline failure like any other
-        return _failed(bus, item, str(e) if isinstance(e, EngineError) else _error_text(e))
+        from streaming_engine.runtime.pipeline import _short  # the JVM cause, not py4j's "An error occurred while calling"
+
+        return _failed(bus, item, str(e) if isinstance(e, EngineError) else _short(e))
     bus.publish(PipelineStarted(r.dag.job_name, r.pipeline.key, r.checkpoint, item.attempt))
     return False
 
@@ -273,6 +278,7 @@ def _drain_all(bus: EventBus, running: list[_Running]) -> tuple[str, str | None]
             if q.isActive:
                 # between epochs, and Spark done with the last one (its commit log written): nothing to interrupt
                 if item.runner.drain() and not _trigger_active(q):
+                    item.runner.stopping = True
                     q.stop()
                 else:
                     continue
@@ -306,6 +312,7 @@ def _cancel_all(bus: EventBus, running: list[_Running]) -> None:
         if item.done:
             continue
         if item.query is not None:
+            item.runner.stopping = True
             item.query.stop()
             _report_progress(bus, item)
         item.done = True

@@ -21,7 +21,7 @@ from streaming_engine.control.lease import Holder, Lease
 ROOT = Path(__file__).resolve().parents[2]
 JOB = """
 env { job.name = leased, job.mode = STREAMING, checkpoint.interval = 500, checkpoint.dir = "${work}/ck",
-      job.retry.times = 0, job.lease.seconds = 6 }
+      job.retry.times = 2, job.retry.interval.seconds = 1, job.lease.seconds = 6 }
 source { FakeSource { plugin_output = src, row.num = 1000000, rows.per.batch = 5, schema = { fields { id = bigint } } } }
 sink { Delta { plugin_input = src, path = "${work}/out" } }
 """
