@@ -389,7 +389,7 @@ class Delta(Sink):
             if t.table_id in written:
                 done = written[t.table_id]
                 out[t.table_id] = CommitRecord(
-                    ctx.sink_uid, t.table_id, self.target_for(t), done.rows, done.version, False, done.seconds
+                    ctx.sink_uid, t.table_id, self.target_for(t), done.rows, done.version, done.skipped, done.seconds
                 )
         return out
 
@@ -444,7 +444,7 @@ class Delta(Sink):
                         ),
                         also=("ProtocolChangedException",),
                     )
-                    commit = delta_txn.DeltaCommit(done.version, False, done.rows)
+                    commit = delta_txn.DeltaCommit(done.version, done.skipped, done.rows)
                 except delta_log.Incompatible as e:  # the table changed during the run
                     log.info("Delta table written by Delta's DataFrameWriter from now on",
                              extra={"target": target.name, "reason": str(e)})

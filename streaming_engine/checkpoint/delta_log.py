@@ -17,9 +17,15 @@ appends to a Delta table, on every file system and every Spark master.
 
 The DataFrameWriter with those options first looks the app id up, which makes
 Delta rebuild the table's state (about 2 s per epoch here, growing with the
-log). :func:`append` does not: the runtime reads each target's committed epoch
-ONCE when a query starts (:func:`inspect`) and never writes an epoch at
-or below it (``runtime/pipeline.py``).
+log). :func:`append` reads it from the version's checksum file instead
+(:func:`_txn`) and fences the commit as Delta's writer does (:func:`_fence`):
+an epoch the app id already holds is skipped, and a commit of the same app id
+by another writer after the transaction's snapshot fails Delta's own conflict
+check (``ConcurrentTransactionException``). So a second live driver of the
+job (a paused process waking up, an old YARN attempt) can neither land an
+epoch twice nor land one another driver skipped. The runtime also reads each
+target's committed epoch when a query starts (:func:`inspect`) and does not
+write an epoch at or below it (``runtime/pipeline.py``).
 
 A table the engine appends to itself is new, or :func:`compatible`: the data's
 schema, and only writer features in :data:`ALLOWED_FEATURES`, whose rules
@@ -33,6 +39,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import time
 import uuid
 from dataclasses import dataclass
@@ -44,6 +51,8 @@ from streaming_engine.jvm import jvm_class, jvm_constant
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
+
+log = logging.getLogger("streaming_engine.commit")
 
 # Writer features whose rules Delta's writeFiles + commit enforce for a plain
 # append of the table's own columns (an allow-list: a feature Delta adds later
@@ -61,9 +70,16 @@ _LEGACY_FEATURES = {
 
 @dataclass(frozen=True)
 class Appended:
-    version: int
+    version: int | None  # None: skipped, the table holds the epoch already (:func:`_fence`)
     rows: int
     seconds: float | None = None  # append_tables: from the start of the write to this table's commit
+
+    @property
+    def skipped(self) -> bool:
+        return self.version is None
+
+
+SKIPPED = Appended(None, 0)
 
 
 class Incompatible(Exception):
@@ -127,6 +143,24 @@ def _txn(snapshot: Any, app_id: str) -> int:
     return int(found.get()) if found.isDefined() else -1
 
 
+def _fence(txn: Any, app_id: str, epoch: int) -> bool:
+    """Whether the table holds epoch ``epoch`` of ``app_id`` already (or a
+    later one) in the transaction's snapshot; either way the transaction now
+    depends on ``app_id`` as Delta's writer makes it (``txnVersion``): a
+    commit of the same app id by another writer after the snapshot fails
+    this transaction's commit with ``ConcurrentTransactionException``. Reads
+    the version's checksum file, not the table's state (:func:`_txn`)."""
+    txn.readTxn().addOne(app_id)
+    if txn.readVersion() < 0:
+        return False
+    held = _txn(txn.snapshot(), app_id)
+    if held >= epoch:
+        log.warning("epoch already in the table: skipped (another driver of this job committed it)",
+                    extra={"app_id": app_id, "epoch": epoch, "table_epoch": held, "version": int(txn.readVersion())})
+        return True
+    return False
+
+
 def _incompatibility(snapshot_or_txn: Any, schema: "StructType", partition_by: Sequence[str]) -> str | None:
     md = json.loads(snapshot_or_txn.metadata().json())["metaData"]
     proto = json.loads(snapshot_or_txn.protocol().json())["protocol"]
@@ -163,9 +197,14 @@ def append(
     by the same commit. Raises :class:`Incompatible` (nothing written) when
     the table is not one this function may write. ``before_commit`` (a
     callable) runs between the write and the commit (fault injection).
-    ``recent``: start on the state this driver read recently (:func:`_start`)."""
+    ``recent``: start on the state this driver read recently (:func:`_start`).
+    Returns :data:`SKIPPED` (nothing written) when the table holds the epoch;
+    a commit of the same app id meanwhile raises ``ConcurrentTransactionException``
+    (:func:`_fence`: retry, and the retry skips)."""
     jvm = spark._jvm  # type: ignore[attr-defined]
     txn = _start(spark, location, recent)
+    if app_id is not None and _fence(txn, app_id, epoch):
+        return SKIPPED
     if txn.readVersion() < 0:
         txn.updateMetadataForNewTable(_action(jvm, {"metaData": _new_metadata(df.schema, partition_by)}))
     else:
@@ -246,7 +285,9 @@ def append_tables(
     in ``tables`` are ignored. A table whose commit meets a concurrent change
     (a Delta conflict) is returned as refused too, its files left uncommitted.
     ``before_commit`` runs once between the write
-    and the commits, ``after_commit`` after each table's commit (fault injection)."""
+    and the commits, ``after_commit`` after each table's commit (fault injection).
+    A table that holds the epoch already is returned as :data:`SKIPPED`
+    (nothing written); each commit is fenced as :func:`append`'s."""
     from streaming_engine.runtime.parallel import map_concurrently
 
     began = time.monotonic()
@@ -255,19 +296,23 @@ def append_tables(
 
     def start(t: TableSlice) -> tuple[Any, str | None]:
         txn = _start_recent(spark, t.location)
+        if _fence(txn, t.app_id, epoch):
+            return None, None
         if txn.readVersion() < 0:
             txn.updateMetadataForNewTable(_action(jvm, {"metaData": _new_metadata(t.schema, ())}))
             return txn, None
         return txn, _incompatibility(txn, t.schema, ()) or _one_job_refusal(txn)
 
-    started, refused = [], {}
+    started, refused, skipped = [], {}, {}
     for t, (txn, reason) in zip(tables, map_concurrently(start, tables, parallelism)):
-        if reason is None:
+        if txn is None:
+            skipped[t.table_id] = SKIPPED
+        elif reason is None:
             started.append((t, txn))
         else:
             refused[t.table_id] = reason
     if not started:
-        return {}, refused
+        return skipped, refused
     gateway = spark.sparkContext._gateway  # type: ignore[attr-defined]
     n = len(started)
     txns = gateway.new_array(jvm.org.apache.spark.sql.delta.OptimisticTransaction, n)
@@ -316,7 +361,7 @@ def append_tables(
     for (t, _), result in zip(started, done):
         if isinstance(result, str):
             refused[t.table_id] = result
-    return {t.table_id: a for (t, _), a in zip(started, done) if isinstance(a, Appended)}, refused
+    return {**skipped, **{t.table_id: a for (t, _), a in zip(started, done) if isinstance(a, Appended)}}, refused
 
 
 # How old the state of a table a one-job write starts from may be (the state
@@ -378,15 +423,17 @@ def _one_job_refusal(txn: Any) -> str | None:
 
 def append_small(
     spark: "SparkSession", location: str, table: Any, schema: "StructType", before_commit: Any = None,
-    properties: "dict[str, str] | None" = None, recent: bool = False,
+    properties: "dict[str, str] | None" = None, recent: bool = False, app_id: str | None = None, epoch: int = -1,
 ) -> Appended:
     """Append a small pyarrow ``table`` (the ledger's rows of an epoch) without
     a Spark job: the driver writes ONE Parquet file through Hadoop's FileSystem
     (any scheme) and commits it with its statistics (numRecords, nullCount;
     min/max of numeric and timestamp columns: timestamps must be whole
     milliseconds, as Delta's statistics are) and operationMetrics. No txn
-    action (the caller knows which epochs it wrote). ``properties``: the table
-    properties of a table this append creates; ``recent``: as :func:`append`'s."""
+    action unless ``app_id`` is given: then the commit is epoch ``epoch`` of
+    ``app_id``, fenced as :func:`append`'s (:data:`SKIPPED` when the table
+    holds it). ``properties``: the table properties of a table this append
+    creates; ``recent``: as :func:`append`'s."""
     import io
 
     import pyarrow.compute as pc
@@ -411,22 +458,28 @@ def append_small(
             low, high = pc.min_max(column).values()
             stats["minValues"][field.name], stats["maxValues"][field.name] = _stat(low.as_py()), _stat(high.as_py())
     txn = _start(spark, location, recent)
+    if app_id is not None and _fence(txn, app_id, epoch):
+        return SKIPPED  # (its file stays uncommitted: invisible, VACUUM removes it)
     if txn.readVersion() < 0:
         txn.updateMetadataForNewTable(_action(jvm, {"metaData": _new_metadata(schema, (), properties)}))
     elif (reason := _incompatibility(txn, schema, ())) is not None:
         raise Incompatible(reason)
     add = {"add": {"path": name, "partitionValues": {}, "size": len(data), "modificationTime": int(time.time() * 1000),
                    "dataChange": True, "stats": json.dumps(stats)}}
+    actions = [add]
+    if app_id is not None:
+        actions.append({"txn": {"appId": app_id, "version": epoch, "lastUpdated": int(time.time() * 1000)}})
     if before_commit is not None:
         before_commit()
     helper = jvm_class(jvm, MULTI_TABLE_CLASS)
     if helper is not None:  # the same commit in one py4j call (an epoch's ledger append: ~25 round trips fewer)
         version = helper.commit(
-            spark._jsparkSession, txn, json.dumps(add), 1, table.num_rows, len(data), _write_operation(jvm)  # type: ignore[attr-defined]
+            spark._jsparkSession, txn, "\n".join(json.dumps(a) for a in actions), 1, table.num_rows, len(data),  # type: ignore[attr-defined]
+            _write_operation(jvm),
         )
     else:
         _register_metrics(spark, txn, {"numFiles": 1, "numOutputRows": table.num_rows, "numOutputBytes": len(data)})
-        version = txn.commit(_seq(jvm, [_action(jvm, add)]), _write_operation(jvm))
+        version = txn.commit(_seq(jvm, [_action(jvm, a) for a in actions]), _write_operation(jvm))
     return Appended(int(version), table.num_rows)
 
 

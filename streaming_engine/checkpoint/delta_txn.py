@@ -39,10 +39,14 @@ log = logging.getLogger("streaming_engine.commit")
 T = TypeVar("T")
 
 # Safe to retry: the txn id makes the retried write idempotent, and the retry
-# reads the new snapshot. Not retried: ProtocolChangedException (the table was
-# upgraded under us) and ConcurrentTransactionException (another writer is
-# using OUR transaction id: two copies of the same job are running).
+# reads the new snapshot. ConcurrentTransactionException: another writer
+# committed OUR transaction id meanwhile (a second driver of the same job: a
+# paused process woken up, an old YARN attempt); the retry finds the epoch in
+# the table and skips it (Delta's MERGE and writer do, delta_log._fence for the
+# engine's appends), or writes it when the other driver committed another one.
+# Not retried: ProtocolChangedException (the table was upgraded under us).
 _RETRYABLE = (
+    "ConcurrentTransactionException",
     "ConcurrentAppendException",
     "ConcurrentDeleteReadException",
     "ConcurrentDeleteDeleteException",

@@ -6,11 +6,13 @@ The ledger rows of an epoch are written in ONE Delta append after all sinks of
 the pipeline committed it, so "the epoch is in the ledger" means "every sink
 has it".
 
-The append carries no transaction id (``delta_log.append`` with none): a
-pipeline is the only writer of its rows, and Spark re-runs an epoch only right
-after a restart (``resume.Progress.replay``). So a plain append is exact for
-every other epoch, and for that one epoch :func:`record` first looks whether
-its rows are there (written before the crash, Spark's commit log not yet).
+The append carries the pipeline's transaction id (``<job>/<pipeline>/ledger``,
+version = the epoch), fenced as every engine append (``delta_log._fence``): a
+second driver of the job (a paused process woken up) cannot record an epoch
+twice. Spark re-runs an epoch right after a restart
+(``resume.Progress.replay``): for that epoch :func:`record` skips what the
+fence finds, and on a ledger written before it carried transaction ids it
+first looks whether the epoch's rows are there.
 """
 
 from __future__ import annotations
@@ -73,13 +75,19 @@ def record(
     # first append creates it: of two first appends racing to create it one
     # fails (ProtocolChangedException) and is tried again on the other's table
     recent = delta_log.recent_first()
-    delta_txn.with_retries(
+    done = delta_txn.with_retries(
         f"append to the ledger {path}",
         lambda: delta_log.append_small(spark, path, table, schema, before_commit=before_commit,
-                                       properties=LEDGER_PROPERTIES, recent=recent()),
+                                       properties=LEDGER_PROPERTIES, recent=recent(),
+                                       app_id=ledger_app_id(job, pipeline), epoch=epoch),
         also=("ProtocolChangedException",),
     )
-    return True
+    return not done.skipped
+
+
+def ledger_app_id(job: str, pipeline: str) -> str:
+    """The transaction id of a pipeline's ledger appends."""
+    return f"{job}/{pipeline}/ledger"
 
 
 def create(spark: "SparkSession", path: str) -> bool:

@@ -914,3 +914,69 @@ def test_an_append_on_the_state_read_at_query_start_lands_after_a_table_another_
     ids = sorted(r.id for r in spark.read.format("delta").load(str(target)).collect())
     expected = sorted(r.id for r in spark.read.parquet(str(tmp_path / "in")).collect())
     assert ids == sorted([expected[0], *expected])  # the other process's row and every row of the epoch, once
+
+
+def test_a_second_driver_of_the_job_can_neither_land_an_epoch_twice_nor_behind_the_table(spark, tmp_path):
+    """The fence of the engine's appends (delta_log._fence): another driver of
+    the same job (same txn ids) that commits the epoch between this driver's
+    snapshot and its commit makes this commit fail Delta's own conflict check,
+    and the retry skips the epoch; an epoch (or an older one) the table holds
+    already is skipped before anything is written; the same for the one-job
+    write of many tables and for the ledger."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    from streaming_engine.checkpoint import delta_log, delta_txn, ledger
+    from streaming_engine.checkpoint.record import CommitRecord
+
+    loc = str(tmp_path / "t")
+    rows = lambda lo, hi: spark.range(lo, hi).select(F.col("id"))  # noqa: E731
+    assert not delta_log.append(spark, loc, rows(0, 3), "job.app", 0).skipped
+    calls = []
+
+    def other_driver_commits_epoch_1() -> None:
+        if not calls:
+            calls.append(1)
+            assert not delta_log.append(spark, loc, rows(3, 6), "job.app", 1).skipped
+
+    done = delta_txn.with_retries("append", lambda: delta_log.append(
+        spark, loc, rows(3, 6), "job.app", 1, before_commit=other_driver_commits_epoch_1, recent=not calls))
+    assert done.skipped and calls == [1]
+    assert delta_log.append(spark, loc, rows(3, 6), "job.app", 1).skipped  # the epoch is there
+    assert delta_log.append(spark, loc, rows(0, 3), "job.app", 0).skipped  # a driver behind the table
+    assert sorted(r.id for r in spark.read.format("delta").load(loc).collect()) == list(range(6))
+    assert [a["version"] for a in _actions(tmp_path / "t", "txn")] == [0, 1]
+    # without the fence the first commit lands beside the other driver's: Delta saw the conflict
+    assert not delta_log.append(spark, loc, rows(6, 7), "job.app", 2).skipped
+
+    # the one-job write of several tables
+    batch = spark.range(6).select(
+        F.when(F.col("id") % 2 == 0, "m0").otherwise("m1").alias("__table"), F.lit("+I").alias("__kind"),
+        F.col("id").alias("__seq"), F.col("id").alias("c0"),
+    ).repartition(1).sortWithinPartitions("__table")
+    schema = StructType.fromDDL("id bigint")
+    slices = [delta_log.TableSlice(t, str(tmp_path / t), f"job.{t}", (3,), schema) for t in ("m0", "m1")]
+    written, refused = delta_log.append_tables(spark, batch, slices, 0)
+    assert set(written) == {"m0", "m1"} and not refused
+
+    def other_driver_writes_epoch_1() -> None:
+        got, no = delta_log.append_tables(spark, batch, slices, 1)
+        assert {t for t, a in got.items() if not a.skipped} == {"m0", "m1"} and not no
+
+    written, refused = delta_log.append_tables(spark, batch, slices, 1, before_commit=other_driver_writes_epoch_1)
+    assert not written and set(refused) == {"m0", "m1"}
+    assert all("ConcurrentTransactionException" in r for r in refused.values()), refused
+    written, refused = delta_log.append_tables(spark, batch, slices, 1)  # what the sink then does per table
+    assert set(written) == {"m0", "m1"} and all(a.skipped for a in written.values()) and not refused
+    for t, ids in (("m0", [0, 0, 2, 2, 4, 4]), ("m1", [1, 1, 3, 3, 5, 5])):
+        assert sorted(r.id for r in spark.read.format("delta").load(str(tmp_path / t)).collect()) == ids
+        assert [a["version"] for a in _actions(tmp_path / t, "txn")] == [0, 1]
+
+    # the ledger: an epoch recorded by one driver is not recorded again by another
+    path = str(tmp_path / "_ledger")
+    commits = [CommitRecord("sink", "t", loc, 3, 1, False)]
+    assert ledger.record(spark, path, "job", "p0", 0, commits)
+    assert not ledger.record(spark, path, "job", "p0", 0, commits)
+    assert ledger.record(spark, path, "job", "p1", 0, commits)  # another pipeline's epoch 0
+    got = spark.read.format("delta").load(path).groupBy("pipeline", "epoch").count().collect()
+    assert sorted((r.pipeline, r.epoch, r["count"]) for r in got) == [("p0", 0, 1), ("p1", 0, 1)]
