@@ -9,6 +9,10 @@ made) and ``sink_table_committed`` (one table committed, the sink's other
 tables maybe not); ``before_ledger``, ``ledger_files_written`` (the ledger's
 file written, not committed), ``after_ledger`` (after every commit, before
 Spark's commit log). Unset in production: then this is a no-op.
+
+``STREAMING_ENGINE_FAULT_ACTION=pause`` SIGSTOPs the driver's Python process
+there instead (its JVM keeps running): a driver that froze (a long GC, a
+suspended VM) and wakes up on SIGCONT while another driver of the job runs.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import os
 import signal
 
 ENV = "STREAMING_ENGINE_FAULT"
+ACTION_ENV = "STREAMING_ENGINE_FAULT_ACTION"
 
 
 def _spec() -> tuple[str, int, str | None] | None:
@@ -37,7 +42,11 @@ def maybe_crash(point: str, epoch: int, sink: str | None = None) -> None:
         return
     want_point, want_epoch, want_sink = spec
     if point == want_point and epoch == want_epoch and (want_sink is None or want_sink == sink):
-        _kill_driver()
+        if os.environ.get(ACTION_ENV) == "pause":
+            os.environ.pop(ENV, None)  # once: after the wake-up the driver goes on
+            os.kill(os.getpid(), signal.SIGSTOP)
+        else:
+            _kill_driver()
 
 
 def _kill_driver() -> None:
