@@ -112,6 +112,16 @@ class DeltaSinkOptions(SinkOptions):
         'so a late, older insert or update cannot bring the row back; e.g. "7d", "12h".',
     )
     partition_by: list[str] | None = Field(None, description="Columns to partition new tables by.")
+    compact_min_files: int = Field(
+        50, ge=0,
+        description="Compact a table (Delta's OPTIMIZE, between two epochs, one table at a time) once this many "
+        "files were added since its last compaction; 0: never. Bounds the files per table whatever the job's age.",
+    )
+    vacuum_interval: str = Field(
+        "1d",
+        description='VACUUM each table (with the table\'s own retention, delta.deletedFileRetentionDuration) '
+        'between two epochs at most this often; e.g. "1d", "6h"; "0": never.',
+    )
     stored_as_scd_type: Literal[1, 2] = Field(
         1,
         description="Upsert: 1 keeps the latest row per key; 2 keeps every version with __START_AT/__END_AT from "
@@ -150,7 +160,7 @@ class DeltaSinkOptions(SinkOptions):
                 raise ValueError("primary_key lists a column twice")
         return v
 
-    @field_validator("tombstone_retention")
+    @field_validator("tombstone_retention", "vacuum_interval")
     @classmethod
     def _retention(cls, v: str) -> str:
         _duration_ms(v)
@@ -340,7 +350,23 @@ class Delta(Sink):
 
         found = map_concurrently(inspect, list(dataset.tables), ctx.log_parallelism)
         self._engine_writes = {t.table_id: loc for t, (_, loc) in zip(dataset.tables, found) if loc is not None}
+        self._locations = [loc for t in dataset.tables if (loc := delta_txn.location(ctx.spark, self._target(t)))]
         return {t.table_id: epoch for t, (epoch, _) in zip(dataset.tables, found)}
+
+    def maintained(self) -> list[tuple[str, Any]]:
+        """Each table (a catalog table once it exists), and its tombstone table
+        when the upsert keeps one."""
+        from streaming_engine.checkpoint import delta_txn
+        from streaming_engine.checkpoint.maintenance import Policy
+
+        o = self.options
+        policy = Policy(o.compact_min_files, _duration_ms(o.vacuum_interval))
+        out = []
+        for location in getattr(self, "_locations", []):
+            out.append((location, policy))
+            if o.save_mode == "upsert" and (o.sequence_column or o.source_order_column):  # (once it exists)
+                out.append((delta_txn.tombstones_location(location), policy))
+        return out
 
     def write(self, ctx: Any, frames: dict[str, Any], dataset: Dataset) -> list[Any]:
         """Commit the epoch per table, each in its own Delta transaction;

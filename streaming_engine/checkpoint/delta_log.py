@@ -121,6 +121,21 @@ def table_version(spark: "SparkSession", location: str) -> int:
     return int(_delta_log(spark, location).update(False, _none(spark), _none(spark)).version())
 
 
+def file_count(spark: "SparkSession", location: str) -> int | None:
+    """The number of files of the table's state this driver read last (the
+    one its last commit left, or a fresh listing when it never read the
+    table): from the version's checksum file, else from the state. None when
+    there is no table."""
+    log_ = _delta_log(spark, location)
+    snapshot = log_.unsafeVolatileSnapshot()
+    if snapshot.version() < 0:
+        snapshot = log_.update(False, _none(spark), _none(spark))
+        if snapshot.version() < 0:
+            return None
+    crc = snapshot.checksumOpt()
+    return int(crc.get().numFiles()) if crc.isDefined() else int(snapshot.numOfFiles())
+
+
 def _txn(snapshot: Any, app_id: str) -> int:
     """The newest version ``app_id`` recorded in ``snapshot``: from the
     version's checksum file when it lists the table's transactions (Delta

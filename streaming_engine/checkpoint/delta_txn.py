@@ -431,7 +431,12 @@ def _tombstones_at(spark: "SparkSession", target: Target) -> str:
     where = location(spark, target)
     if where is None:
         raise CommitError("RUNTIME.FAILED", {"detail": f"{target.name} has no location for its tombstone table"})
-    return where.rstrip("/") + "/" + TOMBSTONES
+    return tombstones_location(where)
+
+
+def tombstones_location(table_location: str) -> str:
+    """Where the tombstone table of the table at ``table_location`` is."""
+    return table_location.rstrip("/") + "/" + TOMBSTONES
 
 
 def split_truncate(frame: "DataFrame") -> "tuple[DataFrame, int | None]":

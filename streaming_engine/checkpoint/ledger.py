@@ -127,14 +127,18 @@ def _has_epoch(spark: "SparkSession", path: str, pipeline: str, epoch: int) -> b
     return bool(found)
 
 
-def summarize(epochs: Iterable[tuple[str, int, Sequence[CommitRecord]]]) -> list[dict[str, Any]]:
-    """:func:`last_committed`'s rows for some epochs held in memory
-    ((pipeline, epoch, commits) as the runner saw them): a run's summary
-    without a query over the ledger."""
-    acc: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for pipeline, epoch, commits in epochs:
+class Summary:
+    """:func:`last_committed`'s rows for the epochs a run committed, folded in
+    as they commit (:meth:`add`): one row per (pipeline, sink, table), however
+    many epochs a run of weeks commits. A run's summary without a query over
+    the ledger."""
+
+    def __init__(self) -> None:
+        self._acc: dict[tuple[str, str, str], dict[str, Any]] = {}
+
+    def add(self, pipeline: str, epoch: int, commits: Sequence[CommitRecord]) -> None:
         for c in commits:
-            row = acc.setdefault(
+            row = self._acc.setdefault(
                 (pipeline, c.sink, c.table),
                 {"pipeline": pipeline, "sink": c.sink, "table": c.table, "last_epoch": -1, "target": redact_text(c.target),
                  "delta_version": None, "total_rows": 0, "epochs": 0},
@@ -145,7 +149,17 @@ def summarize(epochs: Iterable[tuple[str, int, Sequence[CommitRecord]]]) -> list
                 row["delta_version"] = max(row["delta_version"] or 0, c.version)
             row["total_rows"] += c.rows
             row["epochs"] += 1
-    return [acc[k] for k in sorted(acc)]
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [dict(self._acc[k]) for k in sorted(self._acc)]
+
+
+def summarize(epochs: Iterable[tuple[str, int, Sequence[CommitRecord]]]) -> list[dict[str, Any]]:
+    """:class:`Summary` of some epochs ((pipeline, epoch, commits))."""
+    summary = Summary()
+    for pipeline, epoch, commits in epochs:
+        summary.add(pipeline, epoch, commits)
+    return summary.rows()
 
 
 def last_committed(spark: "SparkSession", path: str) -> list[dict[str, Any]]:

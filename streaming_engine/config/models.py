@@ -77,6 +77,17 @@ class EnvConfig(BaseModel):
         None, alias="history.path",
         description="Delta table of job states and their changes (default: <checkpoint.dir>/_history).",
     )
+    maintenance_compact_min_files: int = Field(
+        50, ge=0, alias="maintenance.compact.min_files",
+        description="The engine's own tables (the commit ledger, the dead-letter table): compacted between two "
+        "epochs once this many files were added since the last compaction (0: never). Delta sinks have "
+        "compact_min_files of their own.",
+    )
+    maintenance_vacuum_interval_seconds: float = Field(
+        86400.0, ge=0, alias="maintenance.vacuum.interval.seconds",
+        description="The engine's own tables: VACUUM (with the table's retention) between two epochs at most this "
+        "often (0: never). Delta sinks have vacuum_interval of their own.",
+    )
     chaining: bool = Field(True, description="Chain consecutive transforms into one stage.")
     commit_parallelism: int = Field(
         4, ge=1, le=64, alias="commit.parallelism",

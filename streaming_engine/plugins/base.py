@@ -532,6 +532,13 @@ class Sink(Plugin):
     def check_input(self, dataset: Dataset) -> None:
         """Raise SchemaError when the sink cannot accept ``dataset``."""
 
+    def maintained(self) -> "list[tuple[str, Any]]":
+        """Delta tables this sink writes that the engine maintains between
+        epochs (compaction, VACUUM: ``checkpoint/maintenance.py``), as
+        (location, ``maintenance.Policy``) pairs; asked after :meth:`open`.
+        Default: none."""
+        return []
+
     def applies_truncates(self) -> bool:
         """True when :meth:`write` applies TRUNCATE control rows (schema.TRUNCATE)
         of tables marked ``truncates``; the planner refuses them elsewhere."""

@@ -51,6 +51,19 @@ class EpochCommitted(Event):
 
 
 @dataclass(frozen=True)
+class TableMaintained(Event):
+    """A maintenance task ran between two epochs (``checkpoint/maintenance.py``):
+    ``task`` is "compact" or "vacuum"; ``files_after`` the table's files after
+    a compaction (-1 for a VACUUM)."""
+
+    pipeline: str
+    task: str
+    table: str
+    seconds: float
+    files_after: int = -1
+
+
+@dataclass(frozen=True)
 class SourceProgress(Event):
     """What Spark reported after a micro-batch: its input rows and, for
     sources with offsets per partition (Kafka), each partition's lag behind

@@ -28,10 +28,11 @@ from streaming_engine.plan.execution import ExecutionVertex, Pipeline
 from streaming_engine.plan.physical import (
     checkpoint_location, dead_letter_app_id, dead_letter_path, persisted, slug, txn_app_id, unread_metadata,
 )
+from streaming_engine.checkpoint.maintenance import Maintenance, Policy
 from streaming_engine.runtime import faults, rows
 from streaming_engine.runtime.chain import run_chain
 from streaming_engine.runtime.context import CommitRecord, EpochContext, SourceContext
-from streaming_engine.runtime.events import EpochCommitted, EventBus
+from streaming_engine.runtime.events import EpochCommitted, EventBus, TableMaintained
 from streaming_engine.schema import Dataset
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -60,6 +61,8 @@ class PipelineRunner:
     _draining: bool = False
     _in_epoch: bool = False
     stopping: bool = False  # the supervisor is stopping the query (an epoch it interrupts fails short)
+    maintains_ledger: bool = False  # one pipeline of the job maintains the job's ledger
+    _maintenance: "Maintenance | None" = field(default=None, repr=False)  # built when the query starts
 
     @property
     def _persisted(self) -> frozenset[str]:
@@ -166,6 +169,28 @@ class PipelineRunner:
         # the job's ledger, if it has none, created while the first epoch runs
         # (which waits for it before recording itself): not on the start's path
         self._ledger_created = _in_background(ledger.create, self.spark, self.ledger_path)
+        self._maintenance = self._maintained()
+
+    def _maintained(self) -> "Maintenance":
+        """What this pipeline maintains between its epochs: its sinks' tables;
+        the job's ledger and dead-letter table (shared by its pipelines) when
+        it is their maintainer (one pipeline of the job)."""
+        env = self.dag.env
+        own = Policy(env.maintenance_compact_min_files, int(env.maintenance_vacuum_interval_seconds * 1000))
+
+        def done(task: str, table: str, seconds: float, detail: dict) -> None:
+            self.bus.publish(TableMaintained(self.dag.job_name, self.pipeline.key, task, table, seconds,
+                                             int(detail.get("files_after", -1))))
+
+        m = Maintenance(self.spark, on_done=done)
+        for v in self.pipeline.vertices:
+            if v.kind == "sink":
+                for location, policy in self.dag.vertex(v.members[0]).plugin.maintained():  # type: ignore[attr-defined]
+                    m.add(location, policy)
+        if self.maintains_ledger:
+            m.add(self.ledger_path, own)
+            m.add(dead_letter_path(self.dag), own)  # (once it exists)
+        return m
 
     def _sources(self) -> list[ExecutionVertex]:
         return [v for v in self.pipeline.vertices if v.kind == "source"]
@@ -311,6 +336,8 @@ class PipelineRunner:
         self.bus.publish(
             EpochCommitted(self.dag.job_name, self.pipeline.key, batch_id, tuple(commits), time.monotonic() - started)
         )
+        if self._maintenance is not None:
+            self._maintenance.after_epoch()  # at most one table's compaction or VACUUM; never raises
 
     def _run_vertices(
         self, base: "DataFrame", batch_id: int, cached: list["DataFrame"], shuffled: bool = False, built: bool = False

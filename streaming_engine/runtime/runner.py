@@ -119,9 +119,10 @@ def execute(
 
     # the ledger is created when a query start has read its targets (PipelineRunner._open_sinks)
     runners = [PipelineRunner(spark.newSession(), dag, p, bus, ledger_path) for p in job.plan.pipelines]
+    runners[0].maintains_ledger = True  # the job's own tables: maintained by one pipeline
     epochs: dict[str, int] = {r.pipeline.key: 0 for r in runners}
-    seen: list[EpochCommitted] = []
-    bus.subscribe(lambda e: _count_epoch(e, epochs, seen))
+    summary = ledger.Summary()  # bounded by the number of tables, not of epochs
+    bus.subscribe(lambda e: _count_epoch(e, epochs, summary))
     bus.publish(JobStarted(dag.job_name, dag.env.job_mode, tuple(p.name for p in job.plan.pipelines)))
 
     stop = stop or threading.Event()
@@ -142,7 +143,7 @@ def execute(
         for r in runners:
             release_session(r.spark)
     bus.publish(JobFinished(dag.job_name, status, error))
-    committed = ledger.summarize((e.pipeline, e.epoch, e.commits) for e in seen)
+    committed = summary.rows()
     for row in committed:
         row["table_rows"] = _current_rows(spark, row["target"]) if count_rows else None
     return JobResult(status, error, committed)
@@ -403,10 +404,10 @@ def _error_text(exc: Any) -> str:
     return lines[0] if lines else repr(exc)
 
 
-def _count_epoch(event: Event, epochs: dict[str, int], seen: list[EpochCommitted]) -> None:
+def _count_epoch(event: Event, epochs: dict[str, int], summary: ledger.Summary) -> None:
     if isinstance(event, EpochCommitted):
         epochs[event.pipeline] = epochs.get(event.pipeline, 0) + 1
-        seen.append(event)
+        summary.add(event.pipeline, event.epoch, event.commits)
 
 
 def _log_event(event: Event) -> None:
