@@ -55,6 +55,22 @@ BASE_CONF: dict[str, str] = {
     # statistics, the ledger) and with 100 compiled ~28 of them again every
     # epoch (~0.3-0.5 s of a ~3 s epoch). Measured: 28 -> 0.4 compiles per epoch.
     "spark.sql.codegen.cache.maxEntries": "1000",
+    # Spark's pools for adaptive query stages (static) add a thread for every
+    # stage submitted until the pool holds its maximum (1024 each by default;
+    # idle ones end after 60 s): a job with an epoch every second held 950 JVM
+    # threads after 20 epochs and kept growing. 128 each (broadcasts: Spark's
+    # own 128) bound a job of weeks at ~450 threads.
+    "spark.sql.shuffleExchange.maxThreadThreshold": "128",
+    "spark.sql.resultQueryStage.maxThreadThreshold": "128",
+    # What the driver's status store keeps of finished jobs, stages, tasks and
+    # SQL executions (kept with the UI off too; Spark's defaults: 1000 jobs,
+    # 1000 stages, 100,000 tasks, 1000 executions): an epoch runs 10-20 of
+    # each, so a job of weeks held the last thousand epochs' worth, ~30 MB of
+    # heap more after 30 epochs. A streaming job reports its progress itself.
+    "spark.ui.retainedJobs": "100",
+    "spark.ui.retainedStages": "100",
+    "spark.ui.retainedTasks": "2000",
+    "spark.sql.ui.retainedExecutions": "50",
 }
 
 # Extra defaults for local masters (2 cores): small shuffles and small Delta

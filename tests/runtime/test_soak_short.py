@@ -1,0 +1,96 @@
+"""The CI version of the long-run soak (bench/ has the 2,000-epoch row): a
+STREAMING CDC job over several tables (upserts and a change log) for a few
+dozen epochs, checking the bounds that are not timings between an early
+epoch and the last: files per table bounded by the compaction (not by the
+number of epochs), the JVM heap after a full GC flat and the threads bounded,
+the run's summary one row per table whatever the number of epochs."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from streaming_engine.job import compile_text
+from streaming_engine.runtime.events import EpochCommitted, EventBus
+from streaming_engine.runtime.runner import execute
+
+pytestmark = [pytest.mark.spark]
+
+TABLES = 3
+MIN_FILES = 6
+EARLY, EPOCHS = 12, 40
+JOB = """
+env { job.name = soak, job.mode = STREAMING, checkpoint.interval = 100, checkpoint.dir = "${work}/ck",
+      job.retry.times = 0, maintenance.compact.min_files = %d }
+source { FakeSource { plugin_output = cdc, seed = 7, tables_configs = [ %s ] } }
+sink {
+  Delta { plugin_input = cdc, path = "${work}/state/${table_name}", save_mode = upsert, compact_min_files = %d }
+  Delta { plugin_input = cdc, path = "${work}/log/${table_name}", compact_min_files = %d }
+}
+""" % (MIN_FILES, ", ".join(
+    f'{{ schema = {{ table = "db.t{i}", fields {{ id = bigint, v = string, n = double }}, '
+    f"primaryKey {{ name = pk{i}, columnNames = [id] }} }}, row.num = 1000000, rows.per.batch = 20, "
+    f"cdc = {{ key_column = id, keys = 40, update_ratio = 0.3, delete_ratio = 0.1 }} }}"
+    for i in range(TABLES)), MIN_FILES, MIN_FILES)
+
+
+def _live_files(table: Path) -> int:
+    live: set[str] = set()
+    for f in sorted((table / "_delta_log").glob("*.json"), key=lambda p: int(p.stem)):
+        for line in f.read_text().splitlines():
+            a = json.loads(line)
+            if "add" in a:
+                live.add(a["add"]["path"])
+            elif "remove" in a:
+                live.discard(a["remove"]["path"])
+    return len(live)
+
+
+def test_a_cdc_job_of_many_epochs_keeps_files_heap_and_threads_bounded(spark, tmp_path):
+    jvm = spark.sparkContext._jvm
+    job = compile_text(JOB, variables={"work": str(tmp_path)}, file="soak.conf")
+    seen: dict[int, dict] = {}
+    count = [0]
+
+    def look(e: object) -> None:
+        if not isinstance(e, EpochCommitted):
+            return
+        count[0] += 1
+        if count[0] in (EARLY, EPOCHS):
+            for _ in range(2):
+                jvm.java.lang.System.gc()
+            rt = jvm.java.lang.Runtime.getRuntime()
+            seen[count[0]] = {
+                "heap": rt.totalMemory() - rt.freeMemory(),
+                "jvm_threads": jvm.java.lang.management.ManagementFactory.getThreadMXBean().getThreadCount(),
+                "threads": threading.active_count(),
+            }
+
+    bus = EventBus()
+    bus.subscribe(look)
+    result = execute(job, spark=spark, bus=bus, stop_after_epochs=EPOCHS)
+    assert result.status in ("FINISHED", "CANCELED"), result.error
+    assert set(seen) == {EARLY, EPOCHS}, seen
+    early, late = seen[EARLY], seen[EPOCHS]
+    print(f"soak: {EPOCHS} epochs; heap after GC {early['heap'] >> 20} -> {late['heap'] >> 20} MB; "
+          f"JVM threads {early['jvm_threads']} -> {late['jvm_threads']}; Python threads {early['threads']} -> "
+          f"{late['threads']}")
+    # no structure grows with the epochs (slack for what one epoch holds at the moment it is looked at)
+    assert late["heap"] <= 1.1 * early["heap"] + (16 << 20), seen
+    # Spark's pools grow to their maximum, then stay: no thread per epoch (stage pools: 128 for shuffle
+    # and result stages, session.BASE_CONF, and Spark's 128 for broadcasts; the block manager's two: 100
+    # each; ~100 others). Spark's defaults let the stage pools grow to 1024 each (950 threads at epoch 20)
+    assert late["jvm_threads"] <= 3 * 128 + 2 * 100 + 100 and late["threads"] <= early["threads"] + 2, seen
+    # files per table: bounded by the compaction, not by the number of epochs (one file per epoch per
+    # table without it: 40 in each change log)
+    for kind in ("state", "log"):
+        for i in range(TABLES):
+            files = _live_files(tmp_path / kind / f"db.t{i}")
+            assert 1 <= files <= 2 * MIN_FILES + 2, (kind, i, files)
+    assert _live_files(tmp_path / "ck" / "soak" / "_ledger") <= 2 * MIN_FILES + 2
+    # the run's summary: one row per (sink, table), every epoch counted
+    assert len(result.committed) == 2 * TABLES
+    assert all(r["epochs"] >= EPOCHS for r in result.committed), result.committed
