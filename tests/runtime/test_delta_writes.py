@@ -68,6 +68,22 @@ def delta_sink_log():
     logger.setLevel(level)
 
 
+def _two_table_batch(spark, tmp_path: Path, names: tuple[str, str], app: str):
+    """An envelope batch of ids 0..5 (even ids in the first table, odd in the
+    second) and the one-job write's slices of the two tables."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    from streaming_engine.checkpoint import delta_log
+
+    batch = spark.range(6).select(
+        F.when(F.col("id") % 2 == 0, names[0]).otherwise(names[1]).alias("__table"), F.lit("+I").alias("__kind"),
+        F.col("id").alias("__seq"), F.col("id").alias("c0"),
+    ).repartition(1).sortWithinPartitions("__table")
+    schema = StructType.fromDDL("id bigint")
+    return batch, [delta_log.TableSlice(t, str(tmp_path / t), f"{app}.{t}", (3,), schema) for t in names]
+
+
 def _write_parquet_inputs(directory: Path, n_files: int, rows_per_file: int) -> list[Path]:
     """Parquet files with disjoint id ranges and distinct, increasing modification
     times (the file source takes files in that order, one per epoch here)."""
@@ -474,17 +490,10 @@ def test_a_one_job_table_whose_commit_meets_a_concurrent_change_is_handed_back_u
     between the write and the commits; that table's commit conflicts, its files
     stay uncommitted and it is returned as refused (the sink then writes it on
     its own, with the per-table retries); the other table commits."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StructType
 
     from streaming_engine.checkpoint import delta_log
 
-    batch = spark.range(6).select(
-        F.when(F.col("id") % 2 == 0, "t0").otherwise("t1").alias("__table"), F.lit("+I").alias("__kind"),
-        F.col("id").alias("__seq"), F.col("id").alias("c0"),
-    ).repartition(1).sortWithinPartitions("__table")
-    schema = StructType.fromDDL("id bigint")
-    slices = [delta_log.TableSlice(t, str(tmp_path / t), f"app.{t}", (3,), schema) for t in ("t0", "t1")]
+    batch, slices = _two_table_batch(spark, tmp_path, ("t0", "t1"), "app")
 
     def other_writer() -> None:
         spark.range(1).write.format("delta").save(str(tmp_path / "t1"))
@@ -508,18 +517,11 @@ def test_a_one_job_write_starts_from_the_recent_state_and_lands_after_another_wr
     lands after it, a metadata change refuses the table."""
     import time
 
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StructType
 
     from streaming_engine.checkpoint import delta_log
 
-    batch = spark.range(6).select(
-        F.when(F.col("id") % 2 == 0, "t0").otherwise("t1").alias("__table"), F.lit("+I").alias("__kind"),
-        F.col("id").alias("__seq"), F.col("id").alias("c0"),
-    ).repartition(1).sortWithinPartitions("__table")
-    schema = StructType.fromDDL("id bigint")
+    batch, slices = _two_table_batch(spark, tmp_path, ("t0", "t1"), "app")
     t0, t1 = tmp_path / "t0", tmp_path / "t1"
-    slices = [delta_log.TableSlice(t.name, str(t), f"app.{t.name}", (3,), schema) for t in (t0, t1)]
     written, refused = delta_log.append_tables(spark, batch, slices, 0)
     assert set(written) == {"t0", "t1"} and not refused
 
@@ -924,7 +926,6 @@ def test_a_second_driver_of_the_job_can_neither_land_an_epoch_twice_nor_behind_t
     already is skipped before anything is written; the same for the one-job
     write of many tables and for the ledger."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import StructType
 
     from streaming_engine.checkpoint import delta_log, delta_txn, ledger
     from streaming_engine.checkpoint.record import CommitRecord
@@ -950,12 +951,7 @@ def test_a_second_driver_of_the_job_can_neither_land_an_epoch_twice_nor_behind_t
     assert not delta_log.append(spark, loc, rows(6, 7), "job.app", 2).skipped
 
     # the one-job write of several tables
-    batch = spark.range(6).select(
-        F.when(F.col("id") % 2 == 0, "m0").otherwise("m1").alias("__table"), F.lit("+I").alias("__kind"),
-        F.col("id").alias("__seq"), F.col("id").alias("c0"),
-    ).repartition(1).sortWithinPartitions("__table")
-    schema = StructType.fromDDL("id bigint")
-    slices = [delta_log.TableSlice(t, str(tmp_path / t), f"job.{t}", (3,), schema) for t in ("m0", "m1")]
+    batch, slices = _two_table_batch(spark, tmp_path, ("m0", "m1"), "job")
     written, refused = delta_log.append_tables(spark, batch, slices, 0)
     assert set(written) == {"m0", "m1"} and not refused
 

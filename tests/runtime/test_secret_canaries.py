@@ -6,7 +6,9 @@ a LocalFile sink whose path carries URI user-info, and a TestSecrets sink
 an ``-i`` variable, a SecretStr option with an innocent name and a token in a
 nested map; the plugin even logs its bare password. explain (every format),
 check, run and status are captured: stdout, stderr (logs included), the
-Prometheus registry and the commit ledger's rows.
+Prometheus registry, the commit ledger's rows, and every file the job leaves
+(Spark's checkpoint, the Delta logs with their commitInfo, the ledger's and the
+job history's Parquet values, savepoints and leases), except the job file itself.
 """
 
 from __future__ import annotations
@@ -81,7 +83,25 @@ def test_no_canary_leaves_the_engine(spark, tmp_path, capsys, secrets_sink):
     metrics = generate_latest(PrometheusMetrics._shared.registry).decode()
     assert 'job="canaries"' in metrics
 
-    seen = {"stdout": out.out, "stderr": out.err, "ledger": repr(ledger), "metrics": metrics}
+    seen = {"stdout": out.out, "stderr": out.err, "ledger": repr(ledger), "metrics": metrics,
+            **_files_left(tmp_path, skip={conf})}
+    assert any("_delta_log" in k for k in seen) and any("/ck/" in k for k in seen)  # the scan saw them
     leaks = [(name, where) for name, canary in CANARIES.items() for where, text in seen.items() if canary in text]
     assert leaks == []
     assert "AKIDCANARY" not in out.out + out.err + repr(ledger)
+
+
+def _files_left(root, skip) -> dict[str, str]:
+    """Every file under ``root`` as text: Parquet files by their values (their
+    pages are compressed), the others as bytes decoded leniently."""
+    import pyarrow.parquet as pq
+
+    out = {}
+    for f in sorted(root.rglob("*")):
+        if not f.is_file() or f in skip:
+            continue
+        if f.suffix == ".parquet":
+            out[str(f)] = repr(pq.read_table(f).to_pylist())
+        else:
+            out[str(f)] = f.read_bytes().decode("utf-8", errors="replace")
+    return out
