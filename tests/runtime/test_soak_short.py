@@ -82,13 +82,13 @@ def test_a_cdc_job_of_many_epochs_keeps_files_heap_and_threads_bounded(spark, tm
     assert late["heap"] <= 1.1 * early["heap"] + (16 << 20), seen
     # Spark's pools grow to their maximum, then stay: no thread per epoch (stage pools: 128 for shuffle
     # and result stages, session.BASE_CONF, and Spark's 128 for broadcasts; the block manager's two: 100
-    # each; ~100 others). Spark's defaults let the stage pools grow to 1024 each (950 threads at epoch 20)
-    assert late["jvm_threads"] <= 3 * 128 + 2 * 100 + 100 and late["threads"] <= early["threads"] + 2, seen
+    # each; up to ~150 others: py4j, RPC, listeners). Spark's defaults let the stage pools grow to 1024 each (950 threads at epoch 20)
+    assert late["jvm_threads"] <= 3 * 128 + 2 * 100 + 150 and late["threads"] <= early["threads"] + 2, seen
     # files per table: bounded by the compaction, not by the number of epochs (one file per epoch per
     # table without it: 40 in each change log)
     for kind in ("state", "log"):
         for i in range(TABLES):
-            files = _live_files(tmp_path / kind / f"db.t{i}")
+            files = _live_files(tmp_path / kind / f"t{i}")  # ${table_name}: the table part
             assert 1 <= files <= 2 * MIN_FILES + 2, (kind, i, files)
     assert _live_files(tmp_path / "ck" / "soak" / "_ledger") <= 2 * MIN_FILES + 2
     # the run's summary: one row per (sink, table), every epoch counted
