@@ -136,6 +136,20 @@ def file_count(spark: "SparkSession", location: str) -> int | None:
     return int(crc.get().numFiles()) if crc.isDefined() else int(snapshot.numOfFiles())
 
 
+def last_vacuum_ms(spark: "SparkSession", location: str) -> int:
+    """When the table was last vacuumed (epoch ms: the time of Delta's
+    ``_delta_log/_last_vacuum_info``), else when it was created (its first
+    commit file); 0 when neither is there (its log was cleaned up long ago)."""
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    root = jvm.org.apache.hadoop.fs.Path(location.rstrip("/") + "/_delta_log")
+    fs = root.getFileSystem(spark._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
+    for name in ("_last_vacuum_info", f"{0:020d}.json"):
+        path = jvm.org.apache.hadoop.fs.Path(root, name)
+        if fs.exists(path):
+            return int(fs.getFileStatus(path).getModificationTime())
+    return 0
+
+
 def _txn(snapshot: Any, app_id: str) -> int:
     """The newest version ``app_id`` recorded in ``snapshot``: from the
     version's checksum file when it lists the table's transactions (Delta

@@ -21,8 +21,11 @@ waits for more than one table's work:
   ``vacuum_interval``: Delta's VACUUM (LITE, see :meth:`Maintenance._vacuum`) with the table's own retention
   (``delta.deletedFileRetentionDuration``, 7 days unless the table says
   otherwise): files a reader or a time travel within the retention may still
-  need stay. It removes what compaction and MERGE replaced, and the files of
-  epochs a crash left uncommitted.
+  need stay. It removes what compaction and MERGE replaced; the files of
+  epochs a crash left uncommitted only a full VACUUM removes (LITE when it
+  can). When a table was last vacuumed is read once per run from Delta's
+  ``_last_vacuum_info`` (else the table's creation), so restarts and redeploys
+  do not postpone it.
 
 A reader of the tables meanwhile sees every committed epoch as before;
 compaction changes files, not rows. A task's error never fails the job: it
@@ -33,9 +36,10 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from streaming_engine.checkpoint import delta_log
 from streaming_engine.redact import redact_text
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -62,7 +66,7 @@ class _Table:
     policy: Policy
     files_after: int = 0  # the table's files after its last compaction (0: none yet in this run)
     look_at: int = 1  # the epoch (counted by this run) from which its files are worth counting
-    vacuumed: float = field(default_factory=time.time)  # a run's first VACUUM comes one interval after its start
+    vacuumed: float | None = None  # when it was last vacuumed (epoch s; None: not read yet)
 
 
 class Maintenance:
@@ -90,18 +94,23 @@ class Maintenance:
     def after_epoch(self) -> str | None:
         """Run the most due task, if any; its kind ("compact"/"vacuum") or None."""
         self.epochs += 1
-        task = self._due()
-        if task is None:
-            return None
-        kind, table = task
-        began = time.monotonic()
+        kind, table = "check", None
+        self._looking: _Table | None = None
         try:
+            task = self._due()
+            if task is None:
+                return None
+            kind, table = task
+            began = time.monotonic()
             detail = self._compact(table) if kind == "compact" else self._vacuum(table)
-        except Exception as e:  # noqa: BLE001 - maintenance must never fail the job
-            table.vacuumed = time.time() if kind == "vacuum" else table.vacuumed
-            table.look_at = self.epochs + max(1, table.policy.compact_min_files)  # not again at every epoch
+        except Exception as e:  # noqa: BLE001 - maintenance must never fail the job (the epoch is committed)
+            table = table or self._looking
+            if table is not None:
+                table.vacuumed = time.time() if kind == "vacuum" or table.vacuumed is None else table.vacuumed
+                table.look_at = self.epochs + max(1, table.policy.compact_min_files)  # not again at every epoch
             log.warning("table maintenance failed; tried again when due",
-                        extra={"task": kind, "table": redact_text(table.location), "error": redact_text(str(e))[:500]})
+                        extra={"task": kind, "table": redact_text(table.location) if table else "",
+                               "error": redact_text(str(e))[:500]})
             return None
         seconds = time.monotonic() - began
         log.info("table maintenance", extra={"task": kind, "table": redact_text(table.location),
@@ -113,17 +122,22 @@ class Maintenance:
     def _due(self) -> tuple[str, _Table] | None:
         looked = [t for t in self.tables.values() if t.policy.compact_min_files and t.look_at <= self.epochs]
         if looked:
-            t = min(looked, key=lambda t: t.look_at)
+            t = self._looking = min(looked, key=lambda t: t.look_at)
             files = _files(self.spark, t.location)
             missing = t.policy.compact_min_files if files is None else t.files_after + t.policy.compact_min_files - files
             if missing <= 0:
                 return "compact", t
             t.look_at = self.epochs + missing
         now = time.time()
-        overdue = [t for t in self.tables.values()
-                   if t.policy.vacuum_interval_ms and (now - t.vacuumed) * 1000 >= t.policy.vacuum_interval_ms]
+        unread = [t for t in self.tables.values() if t.policy.vacuum_interval_ms and t.vacuumed is None]
+        if unread:  # one table's last VACUUM read per epoch (a file's time; no table yet: from now on)
+            t = self._looking = unread[0]
+            exists = _files(self.spark, t.location) is not None
+            t.vacuumed = delta_log.last_vacuum_ms(self.spark, t.location) / 1000 if exists else now
+        overdue = [t for t in self.tables.values() if t.policy.vacuum_interval_ms and t.vacuumed is not None
+                   and (now - t.vacuumed) * 1000 >= t.policy.vacuum_interval_ms]
         if overdue:
-            t = min(overdue, key=lambda t: t.vacuumed)
+            t = self._looking = min(overdue, key=lambda t: t.vacuumed or 0.0)
             if _files(self.spark, t.location) is not None:
                 return "vacuum", t
             t.vacuumed = now  # no table (yet)
@@ -166,6 +180,4 @@ def _files(spark: "SparkSession", location: str) -> int | None:
     """The number of files in the table's newest state this driver knows (the
     one its last commit left; from the checksum file, no Spark job); None when
     there is no table yet."""
-    from streaming_engine.checkpoint import delta_log
-
     return delta_log.file_count(spark, location)

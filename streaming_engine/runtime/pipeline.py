@@ -29,6 +29,7 @@ from streaming_engine.plan.physical import (
     checkpoint_location, dead_letter_app_id, dead_letter_path, persisted, slug, txn_app_id, unread_metadata,
 )
 from streaming_engine.checkpoint.maintenance import Maintenance, Policy
+from streaming_engine.redact import redact_text
 from streaming_engine.runtime import faults, rows
 from streaming_engine.runtime.chain import run_chain
 from streaming_engine.runtime.context import CommitRecord, EpochContext, SourceContext
@@ -179,10 +180,11 @@ class PipelineRunner:
         own = Policy(env.maintenance_compact_min_files, int(env.maintenance_vacuum_interval_seconds * 1000))
 
         def done(task: str, table: str, seconds: float, detail: dict) -> None:
-            self.bus.publish(TableMaintained(self.dag.job_name, self.pipeline.key, task, table, seconds,
+            self.bus.publish(TableMaintained(self.dag.job_name, self.pipeline.key, task, redact_text(table), seconds,
                                              int(detail.get("files_after", -1))))
 
-        m = Maintenance(self.spark, on_done=done)
+        # kept across restarts of the query (what each table is due for); its tables added anew
+        m = self._maintenance or Maintenance(self.spark, on_done=done)
         for v in self.pipeline.vertices:
             if v.kind == "sink":
                 for location, policy in self.dag.vertex(v.members[0]).plugin.maintained():  # type: ignore[attr-defined]
