@@ -159,15 +159,33 @@ class Lease:
                     pass
 
     # -- the lease ---------------------------------------------------------------
+    def _look(self) -> tuple[list[tuple[int, int]], Holder | None]:
+        """The lease files and the holder the newest readable one names. A
+        renewal writes the holder's next file and then deletes the older ones,
+        so every file listed a moment ago may be gone when read: then a newer
+        one exists, and the directory is listed again. Only a listing that
+        did not change while none of its files could be read means no holder
+        (a run died while writing its first file)."""
+        files = self._files()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            newest = self._newest(files)
+            if newest is not None:
+                return files, newest
+            again = self._files()
+            if again == files:
+                return files, None
+            files = again
+        raise RuntimeError(f"the lease directory {self.directory} changed faster than it could be read for 30 s")
+
     def current(self) -> Holder | None:
-        return self._newest(self._files())
+        return self._look()[1]
 
     def acquire(self) -> Holder | None:
         """Take the lease, or raise ``JOB.ALREADY_RUNNING`` naming its holder.
         Returns the previous holder when it died holding the lease (its run
         may not have recorded an end), else None."""
-        files = self._files()
-        newest = self._newest(files)
+        files, newest = self._look()
         now = time.time()
         if newest is not None and newest.live(now):
             raise self._held(newest)

@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -125,3 +126,32 @@ def test_a_lease_of_another_host_lapses_after_its_time_and_its_holder_learns_it_
     assert mine.current().job_id == "222"
     mine.release()
     assert mine.current().released and Lease(spark, d, "j", "333", ttl=2).acquire() is None
+
+
+def test_a_lease_renewed_while_another_run_looks_is_never_taken_for_free(tmp_path, spark):
+    """A renewal writes the holder's next file and deletes the older ones; a run
+    that listed the directory just before reads a file that is gone. It must
+    look again, not take a live lease (seen in CI: the refused run of the test
+    above took the lease and ran the job instead)."""
+    d = str(tmp_path / "_lease")
+    holder = Lease(spark, d, "j", "111", ttl=30)
+    assert holder.acquire() is None
+    done = threading.Event()
+
+    def renew() -> None:
+        while not done.is_set():
+            holder._renew()
+
+    t = threading.Thread(target=renew, daemon=True)
+    t.start()
+    try:
+        for i in range(150):
+            with pytest.raises(Exception) as e:
+                Lease(spark, d, "j", f"other{i}", ttl=30).acquire()
+            assert e.value.condition == "JOB.ALREADY_RUNNING", f"attempt {i}: {e.value}"
+            now = holder.current()
+            assert now is not None and now.job_id == "111", (i, holder._files(), holder.mine)
+    finally:
+        done.set()
+        t.join(10)
+    assert max(g for g, _ in holder._files()) == holder.mine.generation  # nobody else wrote a generation
