@@ -6,10 +6,23 @@ import os
 
 import pytest
 
-from tests.jvm import C1_ONLY_OPTS
+from tests import jvm
 
-# Set STREAMING_ENGINE_TEST_JVM_OPTS="" to run the tests with the default JIT.
-TEST_JVM_OPTS = os.environ.get("STREAMING_ENGINE_TEST_JVM_OPTS", C1_ONLY_OPTS)
+# Set STREAMING_ENGINE_TEST_JVM_OPTS="" to run the tests with the default JIT (and no class-data archive).
+JVM_OPTS_ENV = "STREAMING_ENGINE_TEST_JVM_OPTS"
+
+
+def pytest_configure(config):
+    """Every Spark driver the tests start, in this process or in a child
+    (``streaming-engine run``, spark-submit), gets the test JVM options through
+    SPARK_SUBMIT_OPTS, which Spark's launcher adds to the driver's command.
+    The first run builds the class-data archive they start from (tests/jvm.py),
+    in the controller before the xdist workers start."""
+    if not hasattr(config, "workerinput") and JVM_OPTS_ENV not in os.environ:
+        jvm.build_cds_archive()
+    opts = os.environ.get(JVM_OPTS_ENV, jvm.driver_opts())
+    if opts:
+        os.environ["SPARK_SUBMIT_OPTS"] = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} {opts}".strip()
 
 
 @pytest.fixture(scope="session")
@@ -21,7 +34,6 @@ def spark(tmp_path_factory):
         "streaming-engine-tests",
         conf={
             "spark.sql.warehouse.dir": str(warehouse),  # keep managed tables out of the checkout
-            "spark.driver.extraJavaOptions": TEST_JVM_OPTS,
         },
     )
     yield session
