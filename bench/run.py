@@ -4,6 +4,7 @@ the same guarantees, measured in the same run.
     .venv/bin/python -m bench.run            # the full run (about an hour on 2 quiet cores)
     .venv/bin/python -m bench.run --quick    # without the 10 M row jobs
     .venv/bin/python -m bench.run --rows 100000 --repeat 1 --only whole   # a smoke run
+    .venv/bin/python -m bench.run --only soak   # the 2,000-epoch soak (hours here): its own section
 
 Every pair runs its two sides ALTERNATELY (engine, baseline, engine, ...) after
 one warm-up of each, so load that drifts during the run weighs on both alike.
@@ -1006,6 +1007,175 @@ def bench_workers(b: Bench, rows: int, repeat: int) -> None:
 
 
 # ---------------------------------------------------------------------------
+# soak: one long STREAMING CDC run, the engine against itself at epoch 100
+
+SOAK_TABLES = 3
+SOAK_MIN_FILES = 50  # the Delta sink's default compact_min_files
+SOAK_WINDOW = 50  # epochs averaged at each point (compactions included: a table compacts every ~50 epochs)
+
+
+def _soak_job(tables: int) -> str:
+    cdc = ", ".join(
+        f'{{ schema = {{ table = "db.t{i}", fields {{ id = bigint, v = string, n = double }}, '
+        f"primaryKey {{ name = pk{i}, columnNames = [id] }} }}, row.num = 100000000, rows.per.batch = 20, "
+        f"cdc = {{ key_column = id, keys = 2000, update_ratio = 0.3, delete_ratio = 0.1 }} }}"
+        for i in range(tables))
+    return f"""
+env {{ job.name = soak, job.mode = STREAMING, checkpoint.interval = 100, checkpoint.dir = "${{work}}/ck",
+      job.retry.times = 0, maintenance.vacuum.interval.seconds = 600 }}
+source {{ FakeSource {{ plugin_output = cdc, seed = 11, tables_configs = [ {cdc} ] }} }}
+sink {{
+  Delta {{ plugin_input = cdc, path = "${{work}}/state/${{table_name}}", save_mode = upsert, vacuum_interval = "10min" }}
+  Delta {{ plugin_input = cdc, path = "${{work}}/log/${{table_name}}", vacuum_interval = "10min" }}
+}}
+"""
+
+
+def _rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def _soak_point(spark, work: Path, tables: int) -> dict:
+    """What the soak looks at between two epochs: heap after a full GC, RSS of
+    the driver's JVM and Python, JVM threads, data files per table, and a full
+    read of every target (median of 3)."""
+    from pyspark.sql import functions as F
+
+    from streaming_engine.checkpoint import delta_log
+
+    jvm = spark.sparkContext._jvm
+    for _ in range(2):
+        jvm.java.lang.System.gc()
+    rt = jvm.java.lang.Runtime.getRuntime()
+    targets = [str(work / kind / f"t{i}") for kind in ("state", "log") for i in range(tables)]
+    reads = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for t in targets:
+            df = spark.read.format("delta").load(t)
+            df.agg(F.count("*"), F.sum(F.hash(*df.columns))).collect()
+        reads.append(time.perf_counter() - t0)
+    return {
+        "heap_mb": (rt.totalMemory() - rt.freeMemory()) / 2**20,
+        "jvm_rss_mb": _rss_kb(int(jvm.java.lang.ProcessHandle.current().pid())) / 1024,
+        "py_rss_mb": _rss_kb(os.getpid()) / 1024,
+        "jvm_threads": int(jvm.java.lang.management.ManagementFactory.getThreadMXBean().getThreadCount()),
+        "files": {t.split(str(work) + "/")[-1]: delta_log.file_count(spark, t) for t in targets},
+        "read_s": statistics.median(reads),
+    }
+
+
+def bench_soak(spark, epochs: int, tables: int = SOAK_TABLES) -> dict:
+    """A STREAMING CDC job (``tables`` tables of 20 changes per epoch: 30 %
+    updates, 10 % deletes; a Delta upsert sink and a Delta change log, the
+    engine's default maintenance) for ``epochs`` epochs, in this process.
+    Returns the figures at epoch 100 and at the end."""
+    from streaming_engine.job import compile_text
+    from streaming_engine.runtime.events import EpochCommitted, EventBus, TableMaintained
+    from streaming_engine.runtime.runner import execute
+
+    early = min(100, epochs // 2)
+    work = Path(tempfile.mkdtemp(prefix="soak-"))
+    job = compile_text(_soak_job(tables), variables={"work": str(work)}, file="soak.conf")
+    stamps: list[float] = []
+    points: dict[int, dict] = {}
+    maintained: dict[str, int] = {}
+    count = [0]
+    began = time.perf_counter()
+
+    def look(e: object) -> None:
+        if isinstance(e, TableMaintained):
+            maintained[e.task] = maintained.get(e.task, 0) + 1
+        if not isinstance(e, EpochCommitted):
+            return
+        stamps.append(time.perf_counter())
+        count[0] += 1
+        n = count[0]
+        if n == early:
+            points[n] = _soak_point(spark, work, tables)
+            stamps.append(time.perf_counter())  # the next gap starts after the look
+        if n % 100 == 0 or n == early:
+            print(f"   soak: epoch {n}/{epochs}, {time.perf_counter() - began:.0f} s", flush=True)
+
+    bus = EventBus()
+    bus.subscribe(look)
+    try:
+        result = execute(job, spark=spark, bus=bus, stop_after_epochs=epochs)
+        if result.status not in ("FINISHED", "CANCELED"):
+            raise RuntimeError(f"the soak job ended {result.status}: {result.error}")
+        points[epochs] = _soak_point(spark, work, tables)
+        # the gaps between EpochCommitted events, without the one that held the look at `early`
+        gaps = [b - a for a, b in zip(stamps, stamps[1:])]
+        at_early = gaps[max(0, early - 1 - SOAK_WINDOW):early - 1]
+        at_end = gaps[-SOAK_WINDOW:]
+        logged = sum(r["total_rows"] for r in result.committed if "/log/" in r["target"])
+        read_back = sum(spark.read.format("delta").load(str(work / "log" / f"t{i}")).count() for i in range(tables))
+        if logged != read_back:
+            raise RuntimeError(f"the change logs hold {read_back} rows, the run committed {logged}")
+        return {"epochs": count[0], "early": early, "points": points, "at_early": at_early, "at_end": at_end,
+                "maintained": maintained, "rows": logged, "took_s": time.perf_counter() - began, "tables": tables}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def render_soak(s: dict, command: str, facts: str) -> str:
+    e, n = s["early"], s["epochs"]
+    a, b = s["points"][e], s["points"][max(s["points"])]
+    bound = 2 * SOAK_MIN_FILES + 2
+
+    def row(what: str, x: float, y: float, goal: str, ok: bool | None, fmt: str = "{:.2f}") -> str:
+        verdict = "-" if ok is None else "met" if ok else "not met"
+        return f"| {what} | {fmt.format(x)} | {fmt.format(y)} | {y / x:.2f} | {goal} | {verdict} |"
+
+    t_early, t_end = statistics.mean(s["at_early"]), statistics.mean(s["at_end"])
+    files_a, files_b = max(a["files"].values()), max(b["files"].values())
+    lines = [
+        "## Soak: a STREAMING CDC job for thousands of epochs",
+        "",
+        f"Run: `{command}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {n} epochs in "
+        f"{s['took_s'] / 60:.1f} min. Machine: {facts}.",
+        "",
+        f"The job: FakeSource changes into {s['tables']} tables (20 per table per epoch: 30 % updates, 10 % deletes, "
+        f"2,000 keys per table), a Delta upsert sink and a Delta change log (so {2 * s['tables']} targets), 100 ms "
+        f"trigger, the engine's default maintenance (compaction at {SOAK_MIN_FILES} files per table; VACUUM every "
+        f"10 min with Delta's 7-day retention, so it removes nothing within the run). It ran in the benchmark's "
+        f"driver (default JIT). Epoch time: the mean gap between two committed epochs over {SOAK_WINDOW} epochs "
+        f"(compactions included) ending at the point; the look at epoch {e} (GC, reads) is not in any gap. Heap: "
+        f"used after two full GCs. Read: a full scan of all {2 * s['tables']} targets (count and a hash of every "
+        f"column), median of 3. Maintenance tasks run: {s['maintained'] or 'none'}. The change logs hold the "
+        f"{s['rows']} rows the run committed.",
+        "",
+        f"| measure | at epoch {e} | at epoch {n} | end / {e} | goal | met |",
+        "|---|---|---|---|---|---|",
+        row("seconds per epoch (mean)", t_early, t_end, "<= 1.1x", t_end <= 1.1 * t_early, "{:.3f}"),
+        row("seconds per epoch (median)", statistics.median(s["at_early"]), statistics.median(s["at_end"]), "-", None,
+            "{:.3f}"),
+        row("JVM heap after full GC, MB", a["heap_mb"], b["heap_mb"], "<= 1.1x", b["heap_mb"] <= 1.1 * a["heap_mb"],
+            "{:.0f}"),
+        row("driver JVM RSS, MB", a["jvm_rss_mb"], b["jvm_rss_mb"], "-", None, "{:.0f}"),
+        row("driver Python RSS, MB", a["py_rss_mb"], b["py_rss_mb"], "-", None, "{:.0f}"),
+        row("JVM threads", a["jvm_threads"], b["jvm_threads"], "-", None, "{:.0f}"),
+        row("data files per table (most of any target)", files_a, files_b, f"<= {bound} (2 x compaction threshold + 2)",
+            files_b <= bound, "{:.0f}"),
+        row("full read of every target, s", a["read_s"], b["read_s"], "<= 1.1x", b["read_s"] <= 1.1 * a["read_s"],
+            "{:.2f}"),
+        "",
+        f"Files per target at epoch {e}: {a['files']}; at epoch {n}: {b['files']}.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_soak(path: Path, section: str) -> None:
+    """Put the soak section into RESULTS.md, replacing an earlier one, keeping the pairs."""
+    text = path.read_text() if path.is_file() else "# Benchmark results\n"
+    head, marker, _ = text.partition("## Soak:")
+    path.write_text(head.rstrip("\n") + "\n\n" + section)
+
+
+# ---------------------------------------------------------------------------
 # report
 
 
@@ -1094,7 +1264,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat-long", type=int, default=3,
                    help="paired repeats of the huge-rows, streaming and fan-out pairs")
     p.add_argument("--epochs", type=int, default=15, help="measured epochs per streaming run (default 15)")
-    p.add_argument("--only", choices=KINDS, action="append")
+    p.add_argument("--only", choices=KINDS + ("soak",), action="append",
+                   help="run only these rows; 'soak' (not in a full run: about an hour) writes its own section")
+    p.add_argument("--soak-epochs", type=int, default=2000, help="epochs of the soak run (default 2000)")
     p.add_argument("--out", default=str(ROOT / "bench" / "RESULTS.md"))
     args = p.parse_args(argv)
 
@@ -1105,6 +1277,17 @@ def main(argv: list[str] | None = None) -> int:
     started, t0 = time.time(), time.perf_counter()
     facts = machine_facts()
     only = set(args.only or KINDS)
+    if "soak" in only:
+        if only != {"soak"}:
+            p.error("--only soak runs alone (it writes its own section of RESULTS.md)")
+        from streaming_engine.runtime.session import build_spark_session
+
+        spark = build_spark_session("bench-soak", conf={"spark.driver.memory": "4g"})
+        soak = bench_soak(spark, args.soak_epochs)
+        section = render_soak(soak, "python -m bench.run" + "".join(f" {a}" for a in argv), facts)
+        print(section)
+        write_soak(Path(args.out), section)
+        return 0
     # a 4 GB driver heap: the pairs run in this one JVM for an hour, and the
     # 10 M / 30 M-row inputs are generated in it (at Spark's default of 1 GB the
     # 10 M input's Parquet write failed with OutOfMemoryError in a full run)
@@ -1152,7 +1335,9 @@ def main(argv: list[str] | None = None) -> int:
     command = "python -m bench.run" + "".join(f" {a}" for a in argv)
     text = render(b.results, facts, command, started, time.perf_counter() - t0)
     print(text)
-    Path(args.out).write_text(text)
+    out = Path(args.out)
+    kept = out.read_text().partition("## Soak:") if out.is_file() else ("", "", "")
+    out.write_text(text + (f"\n{kept[1]}{kept[2]}" if kept[1] else ""))  # the last soak section stays
     return 0
 
 
