@@ -7,12 +7,18 @@ primary-key changes) in waves while Debezium captures them into Kafka (one
 topic per table). The job reads the topics in small epochs
 (``max_offsets_per_trigger``) and upserts into Delta with the LSN as source
 order. The kills: targeted (an epoch's start, one table of the sink
-committed, before the ledger, after the ledger), then random ones a random
-delay after the restarted query started, until ``CI_KILLS`` landed (or
+committed, before the ledger, after the ledger, one table committed again) in
+epochs past the snapshot (the first ``FIRST_KILL_EPOCH`` epochs hold only
+snapshot reads; the test prints what each killed epoch held: rows inserted,
+updated and deleted by its MERGEs, tombstones, and asserts that updates and
+deletes were among them), then random ones a random delay after the
+restarted query started, until ``CI_KILLS`` landed (or
 ``STREAMING_ENGINE_SOAK`` kills); when a run finishes before its kill, the
-test makes another wave of changes. At the end: every Delta table equals its
-PostgreSQL table, and no epoch was applied twice (each table's log and its
-tombstones' log hold each epoch's txn at most once, in order).
+test makes another wave of changes. After every run, killed or not: no
+epoch is in a target twice (each txn app id's versions strictly increase in
+the table's log and in its tombstones' log) and every epoch the ledger
+records for a table is in that table's log (so the check cannot pass on a
+log without any). At the end: every Delta table equals its PostgreSQL table.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import os
 import random
 import signal
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -29,12 +36,16 @@ import pytest
 from tests.jvm import C1_ONLY_OPTS
 
 from tests.components.fixtures import debezium_factory, kafka_broker, postgres_db  # noqa: F401
-from tests.recovery.test_crash_recovery import Run
+from tests.recovery.test_crash_recovery import Run, _commits as crash_commits, _ledger_epochs as crash_ledger_epochs
 
 pytestmark = [pytest.mark.spark, pytest.mark.components, pytest.mark.soak]
 
 TABLES = ("t0", "t1", "t2", "t3")
-CI_KILLS = 7  # 4 targeted + 3 random; STREAMING_ENGINE_SOAK=<kills> for more
+FIRST_KILL_EPOCH = 4  # epochs 0-3 read the snapshot (4 x 30 rows at ~10 per topic per epoch)
+# (fault point, its epoch, whether it names the sink): each planned at the epoch the previous kill left to replay
+TARGETED = [("epoch_start", 4, False), ("sink_table_committed", 4, True), ("before_ledger", 5, False),
+            ("after_ledger", 6, False), ("sink_table_committed", 7, True)]
+CI_KILLS = 8  # 5 targeted + 3 random; STREAMING_ENGINE_SOAK=<kills> for more
 SOAK_KILLS = int(os.environ.get("STREAMING_ENGINE_SOAK", "0") or 0)
 JOB = """
 env { job.name = cdc_crash, checkpoint.dir = "${work}/ck", job.retry.times = 0,
@@ -43,7 +54,7 @@ source {
   Kafka {
     plugin_output = cdc, bootstrap.servers = "${kafka}", topic = "crash\\\\.public\\\\..*", pattern = true
     start_mode = earliest, format = debezium_json, debezium_record_include_schema = false
-    max_offsets_per_trigger = 60
+    max_offsets_per_trigger = 40
     tables_configs = [ %s ]
   }
 }
@@ -100,6 +111,49 @@ def _txn_versions(table: Path) -> dict[str, list[int]]:
     return out
 
 
+def _ledger_epochs(work: Path) -> dict[str, set[int]]:
+    """table (its last name part) -> the epochs the ledger records for it."""
+    out: dict[str, set[int]] = {}
+    for (_, table, epoch), _n in crash_ledger_epochs(work, "cdc_crash").items():
+        out.setdefault(table.split(".")[-1], set()).add(epoch)
+    return out
+
+
+def _check_targets(work: Path, when: str) -> None:
+    """No epoch twice in any target, and every epoch the ledger holds for a table in its log."""
+    recorded = _ledger_epochs(work)
+    for t in TABLES:
+        out = work / "out" / t
+        for where in (out, out / "_cdc_tombstones"):
+            if (where / "_delta_log").is_dir():
+                for app, versions in _txn_versions(where).items():
+                    assert versions == sorted(set(versions)), (when, t, app, versions)
+        held = {v for versions in _txn_versions(out).values() for v in versions} if (out / "_delta_log").is_dir() else set()
+        missing = recorded.get(t, set()) - held
+        assert not missing, f"{when}: epochs {sorted(missing)} are in the ledger for {t} but not in its log"
+
+
+def _what_epoch_held(work: Path, epoch: int) -> Counter:
+    """What an epoch's commits did to the four targets: rows inserted, updated and
+    deleted by its MERGEs (Delta's operationMetrics), tombstones appended."""
+    held: Counter = Counter()
+    for t in TABLES:
+        out = work / "out" / t
+        for where, tomb in ((out, False), (out / "_cdc_tombstones", True)):
+            for _, actions in crash_commits(where):
+                if not any("txn" in a and a["txn"]["version"] == epoch for a in actions):
+                    continue
+                for a in actions:
+                    m = a.get("commitInfo", {}).get("operationMetrics", {})
+                    if tomb:  # appended, or merged into the tombstones of earlier deletes
+                        held["tombstones"] += sum(int(m.get(k, 0)) for k in (
+                            "numOutputRows", "numTargetRowsInserted", "numTargetRowsUpdated"))
+                    else:
+                        for k in ("inserted", "updated", "deleted"):
+                            held[k] += int(m.get(f"numTargetRows{k.capitalize()}", 0))
+    return held
+
+
 def _progress(work: Path) -> int:
     commits = work / "ck" / "cdc_crash" / "cdc" / "commits"
     return max((int(p.name) for p in commits.iterdir() if p.name.isdigit()), default=-1) if commits.is_dir() else -1
@@ -115,7 +169,7 @@ def test_sigkill_during_the_cdc_apply_leaves_delta_equal_to_postgresql(
     changes = Changes(pg)
     changes.create(rows=30)
     dbz = debezium_factory(pg, kafka_broker, "crash", [f"public.{t}" for t in TABLES], schemas_enable=False)
-    changes.wave(150)
+    changes.wave(200)  # with the snapshot ~390 records: ~10 epochs of 40
     dbz.wait_published(changes.records, timeout=120)
     (tmp_path / "job.conf").write_text(JOB.replace("${kafka}", kafka_broker.bootstrap))
     job = compile_text((tmp_path / "job.conf").read_text(), variables={"work": str(tmp_path)})
@@ -125,40 +179,51 @@ def test_sigkill_during_the_cdc_apply_leaves_delta_equal_to_postgresql(
     rng = random.Random(int(os.environ.get("STREAMING_ENGINE_SOAK_SEED", "7")))
     kills = runs = waves = 0
     began = time.monotonic()
-    # 1. targeted: (point, sink uid or None), each at the epoch after the last committed one
-    for point, uid in [("epoch_start", None), ("sink_table_committed", sink), ("before_ledger", None),
-                       ("after_ledger", None)]:
-        epoch = _progress(tmp_path) + 1
-        run = Run(tmp_path, f"{point}@{epoch}" + (f":{uid}" if uid else ""))
+    # 1. targeted, in epochs past the snapshot: the first run commits epochs 0-3 and dies at the start of 4
+    landed: list[tuple[str, int]] = []
+    for point, epoch, names_sink in TARGETED:
+        run = Run(tmp_path, f"{point}@{epoch}" + (f":{sink}" if names_sink else ""))
         rc = run.wait()
         runs += 1
         assert rc == -signal.SIGKILL, f"fault {point}@{epoch} did not kill the driver (rc {rc}):\n{run.output()}"
         kills += 1
+        landed.append((point, epoch))
+        _check_targets(tmp_path, f"after the kill at {point}@{epoch}")
     # 2. random kills once the restarted query runs; more changes when a run finishes first
     while kills < want_kills:
         run = Run(tmp_path)
         runs += 1
         if run.wait_for("PipelineStarted", timeout=600):
             time.sleep(rng.uniform(0.0, 4.0))
-        landed = run.kill()
+        hit = run.kill()
         rc = run.wait()
-        if landed:
+        if hit:
             assert rc == -signal.SIGKILL, f"run ended with {rc} before the kill:\n{run.output()}"
             kills += 1
+            landed.append(("random", _progress(tmp_path) + 1))
         else:
             assert rc == 0, f"job failed with {rc}:\n{run.output()}"
             waves += 1
             changes.wave(60)
             dbz.wait_published(changes.records, timeout=120)
+        _check_targets(tmp_path, f"after run {runs}")
     # 3. the last run applies everything
     run = Run(tmp_path)
     rc = run.wait()
     runs += 1
     assert rc == 0, f"job failed with {rc}:\n{run.output()}"
+    _check_targets(tmp_path, "after the last run")
+    held = {(p, e): _what_epoch_held(tmp_path, e) for p, e in landed}
+    targeted = sum((held[(p, e)] for p, e, _ in TARGETED), Counter())
+    # the targeted kills landed in epochs that changed rows, not only in the snapshot's inserts
+    assert targeted["updated"] > 0 and targeted["deleted"] > 0 and targeted["tombstones"] > 0, held
     request.node.user_properties.append((
         "ran",
         f"{len(TABLES)} PostgreSQL tables through Debezium and Kafka, {changes.records} Kafka records, {kills} kills, "
-        f"{runs} runs, {waves} extra waves, {_progress(tmp_path) + 1} epochs, {time.monotonic() - began:.0f} s",
+        f"{runs} runs, {waves} extra waves, {_progress(tmp_path) + 1} epochs, {time.monotonic() - began:.0f} s; "
+        "kills (point@epoch: what the epoch's commits did): " + "; ".join(
+            f"{p}@{e}: " + (", ".join(f"{n} {k}" for k, n in sorted(held[(p, e)].items()) if n) or "nothing")
+            for p, e in landed),
     ))
 
     spark = request.getfixturevalue("spark")

@@ -220,9 +220,9 @@ def _committed_rows(table: Path, version: int, columns: tuple[str, ...]) -> list
     return [tuple(r[c] for c in columns) for r in rows]
 
 
-def _ledger_epochs(work: Path) -> Counter:
+def _ledger_epochs(work: Path, job: str = JOB_NAME) -> Counter:
     """(sink, table, epoch) -> committed ledger rows, read from the ledger's files."""
-    ledger = work / "ck" / JOB_NAME / "_ledger"
+    ledger = work / "ck" / job / "_ledger"
     out: Counter = Counter()
     for _, actions in _commits(ledger):
         for a in actions:

@@ -105,3 +105,47 @@ def _files_left(root, skip) -> dict[str, str]:
         else:
             out[str(f)] = f.read_bytes().decode("utf-8", errors="replace")
     return out
+
+
+JVM_JOB = """
+env {{ job.name = jvm_canaries, job.mode = BATCH, checkpoint.dir = "{work}/ck", job.retry.times = 0,
+      spark.hadoop.fs.s3a.secret.key = "{s3_secret}", spark.eventLog.enabled = true,
+      spark.eventLog.dir = "{work}/events", spark.log.level = INFO }}
+source {{ FakeSource {{ plugin_output = src, row.num = 7, schema = {{ fields {{ id = bigint }} }} }} }}
+sink {{
+  LocalFile {{ plugin_input = src, path = "file://writer:{uri}@{work}/files/${{table_name}}", file_format_type = csv }}
+  Delta {{ plugin_input = src, path = "{work}/delta" }}
+}}
+"""
+
+
+def test_no_canary_in_what_the_jvm_prints_or_its_event_log(tmp_path):
+    """The CLI in a process of its own with the JVM's log at INFO (Spark logs
+    its plans, paths and settings there): what the process prints (the JVM's
+    log4j output included) and every file the job leaves (Spark's event log,
+    checkpoint, Delta logs) hold neither the password in a path's user-info
+    nor an S3 secret key set as a Spark setting."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    canaries = {"uri": "CanaryJvmUriPw-5c1d", "s3_secret": "CanaryJvmS3Secret-5c1d"}
+    (tmp_path / "events").mkdir()
+    conf = tmp_path / "job.conf"
+    conf.write_text(JVM_JOB.format(work=tmp_path, **canaries))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-m", "streaming_engine", "run", "-c", str(conf), "--log-level", "DEBUG"],
+                          cwd=root, env=env, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    printed = proc.stdout + proc.stderr
+    # the JVM's INFO log (spark.log.level = INFO: from the SparkContext's start) was captured
+    assert " INFO SparkContext: " in printed and " INFO DAGScheduler: " in printed, printed[-2000:]
+    files = sum(len(f.read_text().splitlines()) for f in (tmp_path / "files" / "src").glob("part-*.csv"))
+    assert files == 7
+    left = _files_left(tmp_path, skip={conf})
+    assert any("/events/" in k for k in left) and any("_delta_log" in k for k in left), sorted(left)
+    leaks = [(name, where) for name, canary in canaries.items()
+             for where, text in {"printed": printed, **left}.items() if canary in text]
+    assert leaks == [], leaks
