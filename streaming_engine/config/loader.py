@@ -474,10 +474,13 @@ def _scan_hocon(text: str, variables: _Variables, file: str | None = None) -> tu
         if ch == ",":
             at_option_key = True
             count_item()
-        # an option key directly in a plugin block: a dotted key is ONE plain
-        # key, as SeaTunnel reads it (row.num, row_error_handle_way.error_table)
+        # an option key directly in a plugin block, or in an object that is an
+        # item of a list option (tables_configs, table_list: per-table option
+        # blocks): a dotted key is ONE plain key, as SeaTunnel reads it
+        # (row.num, row_error_handle_way.error_table); split into a path, a
+        # key such as rows.per.batch would collide with the option rows
         depth = len(stack) - depth_base()
-        if at_option_key and depth == 2 and stack[-1] == "__plugin__" and ch not in "{}[]=:,#":
+        if at_option_key and _in_option_block(stack, depth) and ch not in "{}[]=:,#":
             key = _WORD.match(text, i).group()
             check_word(key, i + len(key))
             out.append(json.dumps(key) if "." in key and "$" not in key else key)
@@ -501,7 +504,7 @@ def _scan_hocon(text: str, variables: _Variables, file: str | None = None) -> tu
                     section = "__plugin__"
             stack.append(section or ch)
             pending_key = None
-            at_option_key = section == "__plugin__"
+            at_option_key = _in_option_block(stack, len(stack) - depth_base())
             out.append(ch)
             i += 1
             continue
@@ -545,6 +548,13 @@ def _scan_hocon(text: str, variables: _Variables, file: str | None = None) -> tu
 _EMPTY = "\ue000\ue001"
 _ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{4}(?:\\u[0-9a-fA-F]{4})?|.)")
 _PYHOCON_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _in_option_block(stack: list[str], depth: int) -> bool:
+    """Whether the innermost open object is a plugin block, or an object item
+    of a list directly in one."""
+    return (depth == 2 and stack[-1] == "__plugin__") or (
+        depth == 4 and stack[-1] == "{" and stack[-2] == "[" and stack[-3] == "__plugin__")
 
 
 def _quoted_for_pyhocon(seg: str) -> str:

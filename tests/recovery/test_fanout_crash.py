@@ -5,8 +5,9 @@ after the sink committed every table, one run after the other; a last run
 finishes the job, and each table holds every row exactly once, each epoch
 committed once.
 
-The rows are the test's own (FakeSource ``rows``), the same six for each table,
-two per epoch."""
+The rows are the test's own (FakeSource ``rows`` per table), six per table with
+values of their own, two per epoch: every column of every table is compared,
+so a row written into the wrong table fails too."""
 
 from __future__ import annotations
 
@@ -24,14 +25,17 @@ pytestmark = [pytest.mark.spark, pytest.mark.soak]
 ROOT = Path(__file__).resolve().parents[2]
 TABLES = ("t0", "t1", "t2", "t3")
 IDS = list(range(1, 7))
+# each table its own values: a row written into another table's files fails the comparison
+ROWS = {t: [(i, 100.0 * k + i + 0.5) for i in IDS] for k, t in enumerate(TABLES)}
 JOB = """
 env { job.name = fan_crash, job.mode = BATCH, checkpoint.dir = "${work}/ck", job.retry.times = 0,
       commit.parallelism = 1, commit.log.parallelism = 1 }  # one table at a time, written or committed
-source { FakeSource { plugin_output = src, table-names = [%s], rows.per.batch = 2,
-  schema = { fields { id = bigint, v = double } },
-  rows = [ %s ] } }
+source { FakeSource { plugin_output = src, tables_configs = [ %s ] } }
 sink { Delta { plugin_input = src, path = "${work}/out/${table_name}" } }
-""" % (", ".join(TABLES), ", ".join(f"{{ kind = INSERT, fields = [{i}, {i}.5] }}" for i in IDS))
+""" % ", ".join(
+    f'{{ schema = {{ table = "{t}", fields {{ id = bigint, v = double }} }}, rows.per.batch = 2, rows = [ '
+    + ", ".join(f"{{ kind = INSERT, fields = [{i}, {v}] }}" for i, v in ROWS[t]) + " ] }"
+    for t in TABLES)
 
 
 def _run(work: Path, fault: str | None) -> subprocess.CompletedProcess:
@@ -93,7 +97,7 @@ def test_kills_inside_the_one_job_fan_out_leave_every_table_exactly_once(spark, 
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     for t in TABLES:
         table = tmp_path / "out" / t
-        ids = sorted(r.id for r in spark.read.format("delta").load(str(table)).collect())
-        assert ids == IDS, (t, ids)
+        got = sorted((r.id, r.v) for r in spark.read.format("delta").load(str(table)).collect())
+        assert got == ROWS[t], (t, got)  # every column of every row, each row once, in its own table
         # every epoch committed once, in order, by this sink's txn id
         assert _txn_versions(table) == [0, 1, 2], t

@@ -204,6 +204,33 @@ def test_a_key_and_its_dotted_extension_are_two_options():
     assert opts["path"] == "/tmp/a.b"
 
 
+def test_dotted_keys_of_an_option_block_in_a_list_are_plain_keys_too():
+    # a tables_configs item is a full FakeSource config: its rows.per.batch must not
+    # become a path through its rows (HOCON would let the later key replace the earlier)
+    raw = load_text(
+        """
+        source {
+          FakeSource {
+            tables_configs = [
+              { rows.per.batch = 2, rows = [ { kind = INSERT, fields = [1] } ], schema { fields { id = bigint } } },
+              { rows = [ { kind = INSERT, fields = [2] } ]
+                rows.per.batch = 3
+                schema.fields.id = bigint }
+            ]
+            nested { a.b = 1 }
+          }
+        }
+        """
+    )
+    opts = raw.section("source")[0].options
+    first, second = opts["tables_configs"]
+    assert first["rows.per.batch"] == 2 and first["rows"][0]["fields"] == [1]
+    assert second["rows.per.batch"] == 3 and second["rows"][0]["fields"] == [2]
+    assert second["schema.fields.id"] == "bigint"  # one key at this level, as SeaTunnel reads it
+    assert first["schema"]["fields"]["id"] == "bigint"  # deeper objects are HOCON as before
+    assert opts["nested"] == {"a": {"b": 1}}
+
+
 # --------------------------------------------------------------------------
 # variable values are data, never syntax
 
