@@ -2,7 +2,11 @@
 
 Log records should carry context as ``extra={...}`` (job, pipeline, phase,
 batch); never pass option values that may hold secrets (use
-``PluginOptions.public_dict()``, which masks them).
+``PluginOptions.public_dict()``, which masks them). Every line is also passed
+through :func:`redact.redact_text` as it is written (URI user-info,
+``secret=value`` pairs, the job's secret values): a path or error that
+carries a credential (a checkpoint on ``s3a://key:secret@...``) is masked
+whatever event or message it is in.
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ import json
 import logging
 import sys
 import time
+
+from streaming_engine.redact import redact_text
 
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
 
@@ -32,9 +38,9 @@ class _Formatter(logging.Formatter):
         if record.exc_info:
             base["error"] = self.formatException(record.exc_info)
         if self.fmt == "json":
-            return json.dumps(base, default=str)
+            return redact_text(json.dumps(base, default=str))
         tail = " ".join(f"{k}={v}" for k, v in extras.items())
-        return f"{base['ts']} {base['level']:<7} {record.name}: {base['msg']}" + (f" {tail}" if tail else "")
+        return redact_text(f"{base['ts']} {base['level']:<7} {record.name}: {base['msg']}" + (f" {tail}" if tail else ""))
 
 
 def configure(fmt: str = "text", level: str = "WARNING") -> None:

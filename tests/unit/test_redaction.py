@@ -271,3 +271,23 @@ def test_cli_restricted_flag(tmp_path, capsys):
     assert main(["check", "-c", str(conf), "--restricted"]) == 1
     err = capsys.readouterr().err
     assert "restricted mode forbids running code" in err and "transform[1] Python" in err
+
+
+@pytest.mark.parametrize("fmt", ["json", "text"])
+def test_every_log_line_is_redacted_whatever_carries_the_secret(fmt, capsys):
+    """A credential in a path of an event (PipelineStarted's checkpoint) or in a
+    message is masked by the formatter itself, in both log formats."""
+    import logging
+
+    from streaming_engine import logs
+
+    logs.configure(fmt, "INFO")
+    try:
+        log = logging.getLogger("streaming_engine.runtime")
+        log.info("PipelineStarted", extra={"event": {"checkpoint": "s3a://AKIDLOG:LogSecret-91@bucket/ck"}})
+        log.warning("could not open jdbc:postgresql://u:LogPw-91@db/x with password=LogPw2-91")
+    finally:
+        logging.getLogger("streaming_engine").handlers.clear()
+    err = capsys.readouterr().err
+    assert "s3a://******@bucket/ck" in err and "PipelineStarted" in err
+    assert "LogSecret-91" not in err and "LogPw-91" not in err and "LogPw2-91" not in err
