@@ -162,18 +162,107 @@ def summarize(epochs: Iterable[tuple[str, int, Sequence[CommitRecord]]]) -> list
     return summary.rows()
 
 
+ROLLUP_DDL = (
+    "pipeline string, sink string, `table` string, last_epoch bigint, target string, delta_version bigint, "
+    "total_rows bigint, epochs bigint, up_to_epoch bigint"
+)
+
+
+def rollup_path(path: str) -> str:
+    """The ledger's rollup table: one row per (pipeline, sink, table) holding
+    what the epochs folded out of the ledger added up to."""
+    return f"{path.rstrip('/')}_rollup"
+
+
 def last_committed(spark: "SparkSession", path: str) -> list[dict[str, Any]]:
-    """The last committed epoch per (pipeline, sink, table), with totals."""
+    """The last committed epoch per (pipeline, sink, table), with totals: the
+    ledger's rows of the epochs a pipeline has not rolled up yet, plus its
+    rollup rows (``up_to_epoch``: the ledger rows below it are counted there,
+    also in the moment between the rollup's commit and their delete)."""
     from delta.tables import DeltaTable
 
     if not DeltaTable.isDeltaTable(spark, path):
         return []
     spark.read.format("delta").load(path).createOrReplaceTempView("__ledger")
+    rolled = DeltaTable.isDeltaTable(spark, rollup_path(path))
+    if rolled:
+        spark.read.format("delta").load(rollup_path(path)).createOrReplaceTempView("__ledger_rollup")
+    live = (
+        "SELECT l.pipeline, l.sink, l.`table`, l.epoch AS last_epoch, l.target, l.delta_version, l.rows AS total_rows, "
+        "1 AS epochs FROM __ledger l"
+        + (" LEFT JOIN (SELECT pipeline, max(up_to_epoch) AS up_to FROM __ledger_rollup GROUP BY pipeline) c "
+           "ON l.pipeline = c.pipeline WHERE l.epoch >= coalesce(c.up_to, 0)" if rolled else "")
+    )
+    folded = (" UNION ALL SELECT pipeline, sink, `table`, last_epoch, target, delta_version, total_rows, epochs "
+              "FROM __ledger_rollup") if rolled else ""
     rows = spark.sql(
-        """
-        SELECT pipeline, sink, `table`, max(epoch) AS last_epoch, max_by(target, epoch) AS target,
-               max(delta_version) AS delta_version, sum(rows) AS total_rows, count(*) AS epochs
-        FROM __ledger GROUP BY pipeline, sink, `table` ORDER BY pipeline, sink, `table`
+        f"""
+        SELECT pipeline, sink, `table`, max(last_epoch) AS last_epoch, max_by(target, last_epoch) AS target,
+               max(delta_version) AS delta_version, sum(total_rows) AS total_rows, sum(epochs) AS epochs
+        FROM ({live}{folded}) GROUP BY pipeline, sink, `table` ORDER BY pipeline, sink, `table`
         """
     ).collect()
     return [r.asDict() for r in rows]
+
+
+def roll_up(spark: "SparkSession", path: str, pipeline: str, before_epoch: int) -> int:
+    """Fold the pipeline's ledger rows of the epochs below ``before_epoch`` into
+    its rollup rows (one commit of the rollup table), then delete them from the
+    ledger (one commit). A crash between the two commits leaves rows the
+    rollup counts already: :func:`last_committed` ignores them (below
+    ``up_to_epoch``) and the next rollup deletes them. Returns the ledger rows
+    folded. What stays in the ledger (the newest epochs) is what a replay's
+    check and the fence need; the txn ids of the ledger's appends are in its
+    log, not in its rows."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    rpath = rollup_path(path)
+    prior: dict[tuple[str, str], dict[str, Any]] = {}
+    if DeltaTable.isDeltaTable(spark, rpath):
+        for r in spark.read.format("delta").load(rpath).where(F.col("pipeline") == pipeline).collect():
+            prior[(r["sink"], r["table"])] = r.asDict()
+    since = max((r["up_to_epoch"] for r in prior.values()), default=0)
+    ledger = DeltaTable.forPath(spark, path)
+    folded = 0
+    if before_epoch > since:
+        new = (
+            spark.read.format("delta").load(path)
+            .where((F.col("pipeline") == pipeline) & (F.col("epoch") >= since) & (F.col("epoch") < before_epoch))
+            .groupBy("sink", "table")
+            .agg(F.max("epoch").alias("last_epoch"), F.max_by("target", "epoch").alias("target"),
+                 F.max("delta_version").alias("delta_version"), F.sum("rows").alias("total_rows"),
+                 F.count(F.lit(1)).alias("epochs"))
+            .collect()
+        )
+        for r in new:
+            folded += r["epochs"]
+            old = prior.get((r["sink"], r["table"]))
+            take_new = old is None or r["last_epoch"] >= old["last_epoch"]
+            prior[(r["sink"], r["table"])] = {
+                "pipeline": pipeline, "sink": r["sink"], "table": r["table"],
+                "last_epoch": r["last_epoch"] if take_new else old["last_epoch"],
+                "target": r["target"] if take_new else old["target"],
+                "delta_version": max(v for v in (r["delta_version"], old and old["delta_version"], -1) if v is not None),
+                "total_rows": (r["total_rows"] or 0) + (old["total_rows"] if old else 0),
+                "epochs": r["epochs"] + (old["epochs"] if old else 0),
+            }
+        for row in prior.values():
+            row["up_to_epoch"] = before_epoch
+            if row["delta_version"] == -1:
+                row["delta_version"] = None
+        from pyspark.sql.types import StructType
+
+        df = spark.createDataFrame(list(prior.values()), StructType.fromDDL(ROLLUP_DDL)).coalesce(1)
+        quoted = pipeline.replace("'", "''")
+        delta_txn.with_retries(
+            f"roll up the ledger {path}",
+            lambda: df.write.format("delta").mode("overwrite").option("replaceWhere", f"pipeline = '{quoted}'")
+            .save(rpath) if DeltaTable.isDeltaTable(spark, rpath) else df.write.format("delta").save(rpath),
+            also=("ProtocolChangedException",),
+        )
+    delta_txn.with_retries(
+        f"delete the rolled-up epochs from the ledger {path}",
+        lambda: ledger.delete((F.col("pipeline") == pipeline) & (F.col("epoch") < max(before_epoch, since))),
+    )
+    return folded

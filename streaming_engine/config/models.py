@@ -88,6 +88,12 @@ class EnvConfig(BaseModel):
         description="The engine's own tables: VACUUM (with the table's retention) between two epochs at most this "
         "often (0: never). Delta sinks have vacuum_interval of their own.",
     )
+    ledger_keep_epochs: int = Field(
+        1000, ge=0, alias="ledger.keep.epochs",
+        description="The commit ledger keeps each pipeline's rows of its newest epochs (between this many and twice "
+        "as many); older ones are folded, every this many epochs, into one row per sink and table of "
+        "<ledger>_rollup, which `status` adds up (0: keep every row).",
+    )
     chaining: bool = Field(True, description="Chain consecutive transforms into one stage.")
     commit_parallelism: int = Field(
         4, ge=1, le=64, alias="commit.parallelism",

@@ -191,6 +191,7 @@ class PipelineRunner:
                     m.add(location, policy)
         if self.maintains_ledger:
             m.add(self.ledger_path, own)
+            m.add(ledger.rollup_path(self.ledger_path), own)  # (once a rollup made it)
             m.add(dead_letter_path(self.dag), own)  # (once it exists)
         return m
 
@@ -340,6 +341,27 @@ class PipelineRunner:
         )
         if self._maintenance is not None:
             self._maintenance.after_epoch()  # at most one table's compaction or VACUUM; never raises
+        self._roll_up_ledger(batch_id)
+
+    def _roll_up_ledger(self, batch_id: int) -> None:
+        """Every ``ledger.keep.epochs`` epochs, fold this pipeline's ledger rows
+        older than the newest that many into the rollup table (ledger.roll_up);
+        like maintenance, never fails the committed epoch."""
+        keep = self.dag.env.ledger_keep_epochs
+        done = batch_id + 1
+        if not keep or done % keep or done < 2 * keep:
+            return
+        began = time.monotonic()
+        try:
+            folded = ledger.roll_up(self.spark, self.ledger_path, self.pipeline.key, done - keep)
+        except Exception as e:  # noqa: BLE001 - tried again in `keep` epochs
+            log.warning("ledger rollup failed; tried again later",
+                        extra={"ledger": redact_text(self.ledger_path), "error": redact_text(str(e))[:500]})
+            return
+        self.bus.publish(TableMaintained(self.dag.job_name, self.pipeline.key, "rollup", redact_text(self.ledger_path),
+                                         time.monotonic() - began))
+        log.info("ledger rolled up", extra={"ledger": redact_text(self.ledger_path), "epochs_folded": folded,
+                                            "before_epoch": done - keep})
 
     def _run_vertices(
         self, base: "DataFrame", batch_id: int, cached: list["DataFrame"], shuffled: bool = False, built: bool = False
