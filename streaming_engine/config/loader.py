@@ -474,9 +474,9 @@ def _scan_hocon(text: str, variables: _Variables, file: str | None = None) -> tu
         if ch == ",":
             at_option_key = True
             count_item()
-        # an option key directly in a plugin block, or in an object that is an
-        # item of a list option (tables_configs, table_list: per-table option
-        # blocks): a dotted key is ONE plain key, as SeaTunnel reads it
+        # an option key directly in env or a plugin block, or in an object that
+        # is an item of a list option (tables_configs, table_list: per-table
+        # option blocks): a dotted key is ONE plain key, as SeaTunnel reads it
         # (row.num, row_error_handle_way.error_table); split into a path, a
         # key such as rows.per.batch would collide with the option rows
         depth = len(stack) - depth_base()
@@ -551,9 +551,12 @@ _PYHOCON_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\
 
 
 def _in_option_block(stack: list[str], depth: int) -> bool:
-    """Whether the innermost open object is a plugin block, or an object item
-    of a list directly in one."""
-    return (depth == 2 and stack[-1] == "__plugin__") or (
+    """Whether the innermost open object is the env block, a plugin block, or
+    an object item of a list directly in a plugin block: where a dotted key is
+    one key (``spark.hadoop.fs.s3a.endpoint`` and
+    ``spark.hadoop.fs.s3a.endpoint.region`` are two settings, not a string
+    replaced by an object)."""
+    return (depth == 1 and stack[-1] == "env") or (depth == 2 and stack[-1] == "__plugin__") or (
         depth == 4 and stack[-1] == "{" and stack[-2] == "[" and stack[-3] == "__plugin__")
 
 

@@ -91,7 +91,7 @@ def test_variables_from_flags_environment_and_defaults():
         variables={"jobName": "this_is_a_job_name", "tables": "[a.x, a.y]"},
         environ={"col": "name", "rowNum": "7"},
     )
-    assert raw.env["job"]["name"] == "this_is_a_job_name"
+    assert raw.env["job.name"] == "this_is_a_job_name"
     src = raw.section("source")[0].options
     assert src["plugin_output"] == "fake_test_table"
     assert src["row.num"] == 7
@@ -383,3 +383,21 @@ def test_hocon_strings_read_as_json_reads_them():
         "café", "a café", 'é/"\\u0041', "\U0001F600", "")
     assert opts["z"] == ["", "b", "", "", ""]
     assert opts["w"] == ["a", ""]
+
+
+def test_an_env_setting_and_its_dotted_extension_are_two_settings():
+    # S3A's endpoint and endpoint.region: HOCON would replace the endpoint string by an object
+    job = compile_ok(
+        """
+        env {
+          job.mode = BATCH
+          spark.hadoop.fs.s3a.endpoint = "http://127.0.0.1:9000"
+          spark.hadoop.fs.s3a.endpoint.region = us-east-1
+        }
+        source { TestSource { plugin_output = fake } }
+        sink { TestSink { plugin_input = fake } }
+        """
+    )
+    assert job.dag.env.spark["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:9000"
+    assert job.dag.env.spark["spark.hadoop.fs.s3a.endpoint.region"] == "us-east-1"
+    assert job.dag.env.job_mode == "BATCH"

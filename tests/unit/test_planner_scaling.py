@@ -63,6 +63,16 @@ def fastest(fn, repeat: int = 3) -> float:
     return best
 
 
+def fastest_ratio(large, small, repeat: int = 5) -> float:
+    """Fastest large run / fastest small run, the two sizes timed alternately,
+    so load that comes and goes (the other test worker's JVM) weighs on both
+    (a CI run under load measured 9.1 with each size timed in a block)."""
+    big, little = float("inf"), float("inf")
+    for _ in range(repeat):
+        big, little = min(big, fastest(large, 1)), min(little, fastest(small, 1))
+    return big / little
+
+
 def test_compile_time_grows_linearly_with_the_number_of_plugins():
     small, large = job(N), job(4 * N)
     job_large = compile_text(large, fmt="json")
@@ -70,11 +80,11 @@ def test_compile_time_grows_linearly_with_the_number_of_plugins():
     chains = [v for p in job_large.plan.pipelines for v in p.vertices if v.kind == "transform_chain"]
     assert len(chains) > 2 * N // 4 // 2  # TestOpaque breaks the chain: many chain vertices, not one
     compile_text(small, fmt="json")  # warm up imports and caches
-    ratio = fastest(lambda: compile_text(large, fmt="json")) / fastest(lambda: compile_text(small, fmt="json"))
+    ratio = fastest_ratio(lambda: compile_text(large, fmt="json"), lambda: compile_text(small, fmt="json"))
     assert ratio < RATIO, f"compiling 4x the plugins took {ratio:.1f}x the time: something is quadratic"
 
 
 def test_the_hocon_pass_grows_linearly():
     small, large = hocon_job(4 * N), hocon_job(16 * N)
-    ratio = fastest(lambda: _scan_hocon(large, _Variables({}, {}))) / fastest(lambda: _scan_hocon(small, _Variables({}, {})))
+    ratio = fastest_ratio(lambda: _scan_hocon(large, _Variables({}, {})), lambda: _scan_hocon(small, _Variables({}, {})))
     assert ratio < RATIO, f"scanning 4x the blocks took {ratio:.1f}x the time: something is quadratic"
