@@ -67,27 +67,36 @@ def _txn_versions(table: Path) -> list[int]:
     return out
 
 
+def kill_inside_epoch_1(work: Path, out: Path) -> list[str]:
+    """Two kills in a row, the second resuming what the first left: after the
+    files of epoch 1 are written (no commit yet), then after the first table
+    committed the replayed epoch 1 (between two tables' commits). ``out``: where
+    the tables' files can be read. The tables that had committed epoch 1."""
+    killed = _run(work, "sink_files_written@1")
+    assert killed.returncode == -signal.SIGKILL, killed.stdout[-2000:] + killed.stderr[-2000:]
+    # one job wrote every table's epoch-1 file before any commit (one write per
+    # table would have died after the first table's files): each table has a
+    # file its log does not name, and none committed epoch 1
+    for t in TABLES:
+        table = out / t
+        assert _txn_versions(table) == [0], t
+        assert {p.name for p in table.glob("*.parquet")} - _committed_files(table), t
+
+    killed = _run(work, "sink_table_committed@1")
+    assert killed.returncode == -signal.SIGKILL, killed.stdout[-2000:] + killed.stderr[-2000:]
+    # the kill came after one table committed the replayed epoch 1, before the others did
+    committed = [t for t in TABLES if 1 in _txn_versions(out / t)]
+    assert 1 <= len(committed) < len(TABLES), committed
+    return committed
+
+
 def test_kills_inside_the_one_job_fan_out_leave_every_table_exactly_once(spark, tmp_path):
     """Three kills in a row, each run resuming what the one before left: after
     the files of epoch 1 are written (no commit yet), after the first table
     committed the replayed epoch 1, and after every table committed epoch 2
     (before the ledger); a fourth run finishes the job."""
     (tmp_path / "job.conf").write_text(JOB)
-    killed = _run(tmp_path, "sink_files_written@1")
-    assert killed.returncode == -signal.SIGKILL, killed.stdout[-2000:] + killed.stderr[-2000:]
-    # one job wrote every table's epoch-1 file before any commit (one write per
-    # table would have died after the first table's files): each table has a
-    # file its log does not name, and none committed epoch 1
-    for t in TABLES:
-        table = tmp_path / "out" / t
-        assert _txn_versions(table) == [0], t
-        assert {p.name for p in table.glob("*.parquet")} - _committed_files(table), t
-
-    killed = _run(tmp_path, "sink_table_committed@1")
-    assert killed.returncode == -signal.SIGKILL, killed.stdout[-2000:] + killed.stderr[-2000:]
-    # the kill came after one table committed the replayed epoch 1, before the others did
-    committed = [t for t in TABLES if 1 in _txn_versions(tmp_path / "out" / t)]
-    assert 1 <= len(committed) < len(TABLES), committed
+    kill_inside_epoch_1(tmp_path, tmp_path / "out")
 
     killed = _run(tmp_path, "after_sink@2")
     assert killed.returncode == -signal.SIGKILL, killed.stdout[-2000:] + killed.stderr[-2000:]

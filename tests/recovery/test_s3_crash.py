@@ -9,7 +9,6 @@ objects as files, so the test reads the Delta logs and the ledger from them."""
 from __future__ import annotations
 
 import json
-import signal
 from collections import Counter
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.components.s3proxy import S3Proxy
-from tests.recovery.test_fanout_crash import ROWS, TABLES, _committed_files, _run, _txn_versions
+from tests.recovery.test_fanout_crash import ROWS, TABLES, _run, _txn_versions, kill_inside_epoch_1
 
 pytestmark = [pytest.mark.spark, pytest.mark.components, pytest.mark.soak]
 
@@ -58,18 +57,7 @@ def test_kills_between_files_and_commit_and_between_tables_on_s3_leave_every_tab
         lake = s3.data / "lake"
         (tmp_path / "job.conf").write_text(_job(s3))
 
-        killed = _run(tmp_path, "sink_files_written@1")
-        assert killed.returncode == -signal.SIGKILL, killed.stdout[-2000:] + killed.stderr[-2000:]
-        # epoch 1's files are on the store, named by no commit; no table committed epoch 1
-        for t in TABLES:
-            table = lake / "out" / t
-            assert _txn_versions(table) == [0], t
-            assert {p.name for p in table.glob("*.parquet")} - _committed_files(table), t
-
-        killed = _run(tmp_path, "sink_table_committed@1")
-        assert killed.returncode == -signal.SIGKILL, killed.stdout[-2000:] + killed.stderr[-2000:]
-        committed = [t for t in TABLES if 1 in _txn_versions(lake / "out" / t)]
-        assert 1 <= len(committed) < len(TABLES), committed  # between two tables' commits
+        committed = kill_inside_epoch_1(tmp_path, lake / "out")
 
         done = _run(tmp_path, None)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
