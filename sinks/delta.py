@@ -65,6 +65,10 @@ log = logging.getLogger("streaming_engine.sinks.delta")
 # guarantees, slower (a transaction lookup per epoch). For diagnostics and the
 # benchmark's general-path row.
 WRITER_ENV = "STREAMING_ENGINE_DELTA_WRITER"
+# STREAMING_ENGINE_DELTA_MERGE=per_table: upsert every table with its own Delta
+# MERGE instead of the one-job MERGE of a multi-table batch; the same results,
+# slower. For diagnostics and the benchmark's baseline of the same job.
+MERGE_ENV = "STREAMING_ENGINE_DELTA_MERGE"
 _BAD_NAME_CHARS = re.compile(r"[ ,;{}()\n\t=]")
 _ORDERABLE = ("date", "timestamp", "timestamp_ntz", "string")
 
@@ -392,8 +396,10 @@ class Delta(Sink):
         from streaming_engine.runtime.context import CommitRecord
 
         o = self.options
-        if ctx.envelope is None or o.save_mode == "upsert" or o.partition_by or not delta_log.one_job_available(ctx.spark):
+        if ctx.envelope is None or o.partition_by or not delta_log.one_job_available(ctx.spark):
             return {}
+        if o.save_mode == "upsert":
+            return self._merge_in_one_job(ctx, tables)
         batch, ordinals = ctx.envelope
         engine = getattr(self, "_engine_writes", {})
         slices = [
@@ -418,6 +424,57 @@ class Delta(Sink):
                     ctx.sink_uid, t.table_id, self.target_for(t), done.rows, done.version, done.skipped, done.seconds
                 )
         return out
+
+    def _merge_in_one_job(self, ctx: Any, tables: list[TableSchema]) -> dict[str, Any]:
+        """Upserts of the tables of ONE multi-table source batch: one Spark job
+        applies every table's changes (``delta_merge.merge_tables``), each table
+        commits in its own transaction, as its MERGE would. Tables it does not
+        take (written one by one, each by Delta's MERGE): catalog targets,
+        SCD type 2, tables whose source emits TRUNCATE, and what
+        ``merge_tables`` refuses."""
+        from pyspark.sql.types import LongType, StructField, StructType
+
+        from streaming_engine.checkpoint import delta_merge
+        from streaming_engine.runtime import faults, rows
+        from streaming_engine.runtime.context import CommitRecord
+
+        o = self.options
+        if (o.path is None or o.stored_as_scd_type != 1 or not delta_merge.available(ctx.spark)
+                or os.environ.get(MERGE_ENV) == "per_table"):
+            return {}
+        batch, ordinals = ctx.envelope
+        seq_at = batch.columns.index(rows.SEQ)
+        slices = []
+        for t in tables:
+            if t.truncates or t.table_id not in ordinals:
+                continue
+            schema, at = rows.table_struct(t, meta=False), ordinals[t.table_id]
+            if o.source_order_column is not None:
+                schema = StructType([*schema.fields, StructField(o.source_order_column, LongType())])
+                at = (*at, seq_at)
+            keys = self.key_for(t)
+            reason = delta_merge.key_refusal(ctx.spark, schema, keys)
+            if reason is not None:
+                log.info("Delta table merged on its own", extra={"table": t.table_id, "reason": reason})
+                continue
+            slices.append(delta_merge.MergeSlice(
+                t.table_id, self.target_for(t), ctx.txn_app_id(t.table_id), at, schema, keys,
+                o.sequence_column or o.source_order_column, _duration_ms(o.tombstone_retention),
+            ))
+        if not slices:
+            return {}
+        written, refused = delta_merge.merge_tables(
+            ctx.spark, batch, slices, ctx.batch_id, ctx.log_parallelism,
+            before_commit=lambda: faults.maybe_crash("sink_files_written", ctx.batch_id, ctx.sink_uid),
+            after_commit=lambda: faults.maybe_crash("sink_table_committed", ctx.batch_id, ctx.sink_uid),
+        )
+        for table_id, reason in refused.items():
+            log.info("Delta table merged on its own", extra={"table": table_id, "reason": reason})
+        return {
+            t.table_id: CommitRecord(ctx.sink_uid, t.table_id, self.target_for(t), done.rows, done.version,
+                                     done.skipped, done.seconds)
+            for t in tables if (done := written.get(t.table_id)) is not None
+        }
 
     def _target(self, table: TableSchema) -> Any:
         from streaming_engine.checkpoint import delta_txn

@@ -368,10 +368,12 @@ def release_session(session: "SparkSession") -> None:
     reachable, and each Spark event be handed to all of them: a driver running
     job after job, as the benchmark or a job server does, would grow without
     bound); and the sessions the Delta sink cloned from it for MERGEs with
-    a txn id. Call it once the session's queries have stopped."""
+    a txn id; and the file lists of the one-job MERGE. Call it once the session's queries have stopped."""
+    from streaming_engine.checkpoint.delta_merge import forget
     from streaming_engine.checkpoint.delta_txn import forget_sessions
 
     forget_sessions(session)
+    forget(session)  # the one-job MERGE's file lists
     jsession = session._jsparkSession  # type: ignore[attr-defined]
     try:
         jsession.sparkContext().listenerBus().removeListener(jsession.streams().listenerBus())
