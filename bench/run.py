@@ -31,7 +31,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -173,6 +173,7 @@ class Bench:
         e: list[float] = []
         b: list[float] = []
         written: dict[str, str] = {}  # side -> what its first measured run's Delta log holds
+        sums: dict[str, dict[str, tuple[int, int]]] = {}  # side -> per table (rows, checksum), first run
         for i in range(repeat):
             # ABBA: which side runs first alternates, so a JVM still warming
             # up (JIT, caches) does not always favour the second side
@@ -181,15 +182,43 @@ class Bench:
 
                 def inspect(work: Path, tag: str = tag) -> None:
                     written[tag] = delta_log_facts(self.mirror(work), stats_of or "")
+                    sums[tag] = self.checksums(work, stats_of or "")
 
                 out.append(measure(side, self.work(tag), inspect if i == 0 and stats_of else None))
         if written:
             note += f" Delta log of the engine: {written['engine']}; of the baseline: {written['baseline']}."
+        if sums:
+            if sums["engine"] != sums["baseline"]:
+                differ = sorted(t for t in set(sums["engine"]) | set(sums["baseline"])
+                                if sums["engine"].get(t) != sums["baseline"].get(t))
+                raise RuntimeError(f"{name}: the engine and the baseline wrote different rows in {differ[:5]} "
+                                   f"(rows, checksum): {[(sums['engine'].get(t), sums['baseline'].get(t)) for t in differ[:5]]}")
+            note += (f" Both wrote the same rows: {len(sums['engine'])} table(s), "
+                     f"{sum(n for n, _ in sums['engine'].values())} rows, equal per-table checksums.")
         r = Result(name, e, b, goal, note.strip(), unit)
         print(f"   engine {_fmt(e)}  baseline {_fmt(b)}  ratio {r.ratio:.2f} [{min(r.ratios):.2f}-{max(r.ratios):.2f}]"
               f"  {r.verdict}", flush=True)
         self.results.append(r)
         return r
+
+    def checksums(self, work: Path, pattern: str) -> dict[str, tuple[int, int]]:
+        """Per Delta table under ``work`` matching ``pattern``: its row count and
+        the sum of a hash of every row (the columns both sides write: by name,
+        sorted; a column whose name starts with "_" is the engine's own, such
+        as a source order column, and left out)."""
+        from pyspark.sql import functions as F
+
+        out = {}
+        root = self.mirror(work)
+        for table in sorted(root.glob(pattern)) if pattern else []:
+            if not (table / "_delta_log").is_dir():
+                continue
+            rel = table.relative_to(root).as_posix()
+            df = self.spark.read.format("delta").load(f"{self.store(work)}/{rel}")
+            cols = sorted(c for c in df.columns if not c.startswith("_"))
+            n, total = df.agg(F.count("*"), F.sum(F.xxhash64(*cols)) if cols else F.lit(0)).first()
+            out[rel] = (int(n), int(total or 0))
+        return out
 
     def skip(self, name: str, goal: Goal | None, why: str) -> None:
         print(f"-- {name}: skipped ({why})", flush=True)
@@ -749,7 +778,7 @@ sink {{ Delta {{ path = "{work}/out/${{table_name}}", save_mode = upsert {order}
 """
 
 
-def _cdc_hand(b: Bench, fmt: dict, naive: bool) -> Side:
+def _cdc_hand(b: Bench, fmt: dict, naive: bool, steady: bool = False) -> Side:
     """The hand-written CDC apply: foreachBatch persists the batch, then per
     table ONE MERGE of each key's last change (``naive``: no de-duplication,
     so the changes go in rounds, each key's r-th change in MERGE r, because
@@ -760,10 +789,11 @@ def _cdc_hand(b: Bench, fmt: dict, naive: bool) -> Side:
 
     from streaming_engine.runtime import rows as envelope
 
-    def hand(work: Path) -> None:
+    def hand(work: Path) -> float | None:
         from delta.tables import DeltaTable
 
         dataset, stream = source_stream(b.spark, CDC_JOB.format(work=work, **fmt), streaming=False)
+        seconds: dict[int, float] = {}  # per batch (``steady``: the side returns the steady-state mean)
         slots = envelope.layout(dataset).columns
 
         def merge(path: str, source, app: str, version: int, names) -> None:
@@ -776,6 +806,7 @@ def _cdc_hand(b: Bench, fmt: dict, naive: bool) -> Side:
              .whenNotMatchedInsert(condition=f"s.{envelope.KIND} <> '-D'", values=values).execute())
 
         def batch(df, batch_id: int) -> None:
+            began = time.perf_counter()
             df = df.persist()
             try:
                 for t in dataset.tables:
@@ -799,10 +830,12 @@ def _cdc_hand(b: Bench, fmt: dict, naive: bool) -> Side:
                 b.spark.conf.unset("spark.databricks.delta.write.txnAppId")
                 b.spark.conf.unset("spark.databricks.delta.write.txnVersion")
                 df.unpersist()
+                seconds[batch_id] = time.perf_counter() - began
 
         q = (stream.writeStream.foreachBatch(batch).option("checkpointLocation", str(work / "ck"))
              .trigger(availableNow=True).start())
         q.awaitTermination()
+        return _steady(seconds) if steady else None
 
     return hand
 
@@ -847,6 +880,72 @@ def bench_cdc_apply(b: Bench, rows: int, repeat: int) -> None:
         "about 1,400 MERGEs per run (7 rounds x 100 tables x 2 epochs, ~6 min a run); its ratio at 10 tables "
         "above is the same comparison",
     )
+
+
+SCALE_EPOCHS, SCALE_STEADY = 5, slice(2, 5)  # seconds per epoch: the mean of epochs 2-4 (epoch 0 creates the tables)
+SCALE_CHANGES = 20  # changes per table per epoch
+
+
+def _steady(seconds: dict[int, float]) -> float:
+    picked = [seconds[k] for k in sorted(seconds)][SCALE_STEADY]
+    if len(picked) != SCALE_STEADY.stop - SCALE_STEADY.start:
+        raise RuntimeError(f"expected {SCALE_EPOCHS} epochs, got {len(seconds)}")
+    return statistics.mean(picked)
+
+
+def _engine_epochs(b: Bench, template: str, **fmt: object) -> Side:
+    """The engine's job; returns its steady-state seconds per epoch (the
+    runtime's own epoch time: from the batch handed to foreachBatch to its
+    ledger commit)."""
+    from streaming_engine.job import compile_text
+    from streaming_engine.runtime.events import EpochCommitted, EventBus
+    from streaming_engine.runtime.runner import execute
+
+    def run(work: Path) -> float:
+        seconds: dict[int, float] = {}
+        bus = EventBus()
+        bus.subscribe(lambda e: seconds.__setitem__(e.epoch, e.seconds) if isinstance(e, EpochCommitted) else None)
+        result = execute(compile_text(template.format(work=work, **fmt)), spark=b.spark, bus=bus)
+        assert result.status == "FINISHED", result.error
+        return _steady(seconds)
+
+    return run
+
+
+def bench_cdc_scale(b: Bench, repeat: int, sizes: Sequence[int] = (10, 100), big_repeat: int = 1) -> None:
+    """A CDC job over a whole database: a few changes in many tables per
+    epoch. Steady-state seconds per epoch of the engine's upsert against the
+    hand-written dedupe + MERGE per table, and against the engine's own append
+    of the same rows (the floor)."""
+    goals = {10: 1.5, 100: 5.0, 1000: 30.0}
+    for n in sizes:
+        fmt = dict(_fanout_fmt(n, n * SCALE_CHANGES * SCALE_EPOCHS, SCALE_EPOCHS), keys=200, order="")
+        reps = repeat if n < 100 else big_repeat  # the baseline at 100 tables: ~75 s per epoch
+        engine = _engine_epochs(b, CDC_JOB, **fmt)
+        floor = _engine_epochs(b, CDC_JOB.replace("save_mode = upsert", "save_mode = append"), **fmt)
+        what = f"{SCALE_CHANGES} changes per table per epoch (30 % updates, 10 % deletes) into {n} Delta tables"
+        r = b.pair(
+            f"CDC at database scale: {what}, engine upsert vs hand-written dedupe + MERGE per table",
+            engine, _cdc_hand(b, fmt, naive=False, steady=True), reps, None, warmup=n == sizes[0],
+            unit="s/epoch", stats_of="out/*",
+            note=(f"Seconds per epoch: the mean of epochs 2-4 of {SCALE_EPOCHS} (epoch 0 creates the tables), "
+                  "engine: its own epoch time (batch to ledger commit), baseline: each foreachBatch call. "
+                  f"Both: the same multi-table FakeSource CDC stream ({n} tables, 200 keys per table, BATCH / "
+                  "available-now). Baseline: foreachBatch persists the batch, then per table, table after table: "
+                  "row_number over the key by __seq desc = 1, one MERGE with txnAppId/txnVersion. The engine: "
+                  "one Spark job applies every table's changes (delta_merge), one MERGE commit per table."),
+        )
+        limit = goals.get(n)
+        met = statistics.median(r.engine) <= limit if limit else None
+        r.note += (f" Goal: <= {limit} s per epoch at {n} tables: {'met' if met else 'not met'} "
+                   f"(median {statistics.median(r.engine):.2f} s)." if limit else "")
+        floors = b.runs(floor, reps, "floor")
+        b.results.append(Result(
+            f"info: CDC at database scale, {n} tables: engine upsert vs the engine's append of the same rows (the floor)",
+            r.engine, floors, Goal(2.0, "<= 2x the append floor") if n >= 100 else None, unit="s/epoch",
+            note="Engine against itself: the upsert runs above and append runs of the same job (save_mode = append), "
+                 "paired by repeat; seconds per epoch as above.",
+        ))
 
 
 KAFKA_JOB = """
@@ -1243,7 +1342,7 @@ def render(results: list[Result], facts: str, command: str, started: float, took
     return "\n".join(lines + ["", "## What each row compares", ""] + notes) + "\n"
 
 
-KINDS = ("python", "builtin", "jsonpath", "whole", "streaming", "fanout", "cdc", "kafka", "s3a", "workers")
+KINDS = ("python", "builtin", "jsonpath", "whole", "streaming", "fanout", "cdc", "cdcscale", "kafka", "s3a", "workers")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1323,6 +1422,8 @@ def main(argv: list[str] | None = None) -> int:
             bench_fanout(b, min(args.rows, 300_000), args.repeat_long)
         if "cdc" in only:
             bench_cdc_apply(b, min(args.rows, 200_000), args.repeat_long)
+        if "cdcscale" in only:
+            bench_cdc_scale(b, args.repeat_long)
         if "kafka" in only:
             bench_kafka_append(b, min(args.rows, 1_000_000), args.repeat_long)
         if "s3a" in only:

@@ -430,8 +430,7 @@ class Delta(Sink):
         applies every table's changes (``delta_merge.merge_tables``), each table
         commits in its own transaction, as its MERGE would. Tables it does not
         take (written one by one, each by Delta's MERGE): catalog targets,
-        SCD type 2, tables whose source emits TRUNCATE, and what
-        ``merge_tables`` refuses."""
+        SCD type 2, and what ``merge_tables`` refuses."""
         from pyspark.sql.types import LongType, StructField, StructType
 
         from streaming_engine.checkpoint import delta_merge
@@ -446,7 +445,7 @@ class Delta(Sink):
         seq_at = batch.columns.index(rows.SEQ)
         slices = []
         for t in tables:
-            if t.truncates or t.table_id not in ordinals:
+            if t.table_id not in ordinals:
                 continue
             schema, at = rows.table_struct(t, meta=False), ordinals[t.table_id]
             if o.source_order_column is not None:
@@ -460,6 +459,7 @@ class Delta(Sink):
             slices.append(delta_merge.MergeSlice(
                 t.table_id, self.target_for(t), ctx.txn_app_id(t.table_id), at, schema, keys,
                 o.sequence_column or o.source_order_column, _duration_ms(o.tombstone_retention),
+                source_order=o.source_order_column is not None,
             ))
         if not slices:
             return {}

@@ -25,9 +25,8 @@ tombstone table), for every table of a multi-table batch at once
    written here stay uncommitted (invisible; VACUUM removes them).
 
 Same results as ``delta_txn.upsert`` on every table it takes; tables it does
-not take are returned with the reason and MERGEd one by one: tables of a
-source that emits TRUNCATE, SCD type 2, partitioned tables, tables with
-deletion vectors in their files, CHECK constraints, properties outside
+not take are returned with the reason and MERGEd one by one: SCD type 2, partitioned tables, tables with
+deletion vectors on (Delta's MERGE then marks rows deleted), CHECK constraints, properties outside
 ``delta_log``'s allow-list, another schema, floating-point keys.
 """
 
@@ -62,6 +61,7 @@ class MergeSlice:
     keys: tuple[str, ...]
     sequence: str | None  # the target column ordering versions of a key (tombstones are kept with one)
     retention_ms: int  # how long a tombstone is kept
+    source_order: bool = False  # the sequence is the source's order (__seq): truncates clear only older rows
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,11 @@ def key_refusal(spark: "SparkSession", schema: "StructType", keys: Sequence[str]
         if not helper.keyTypeSupported(jtype):
             return f"its key column {k} is {field.dataType.simpleString()}"
     return None
+
+
+def _deletion_vectors_on(txn: Any) -> bool:
+    configuration = json.loads(txn.metadata().json())["metaData"].get("configuration") or {}
+    return str(configuration.get("delta.enableDeletionVectors", "false")).lower() == "true"
 
 
 def _tomb_schema(t: MergeSlice) -> "StructType":
@@ -132,6 +137,8 @@ def merge_tables(
             files = helper.liveFiles(txn)
         else:
             reason = delta_log._incompatibility(txn, t.schema, ()) or delta_log._one_job_refusal(txn)
+            if reason is None and _deletion_vectors_on(txn):
+                reason = "deletion vectors are on (Delta's MERGE marks rows deleted instead of rewriting files)"
             if reason is not None:
                 return reason
             files = helper.liveFiles(txn)
@@ -153,7 +160,9 @@ def merge_tables(
                 tfiles = helper.liveFiles(ttxn)
                 if helper.hasDeletionVectors(tfiles):
                     return "its tombstone table's files have deletion vectors"
-            tomb = (ttxn, tfiles, write)
+            # the newest truncate an earlier epoch recorded (source order): older changes are gone
+            mark = delta_log._txn(ttxn.snapshot(), f"{t.app_id}.truncated") if ttxn.readVersion() >= 0 else -1
+            tomb = (ttxn, tfiles, write, mark)
         return txn, files, tomb
 
     started, refused, skipped = [], {}, {}
@@ -176,11 +185,13 @@ def merge_tables(
             "key": [t.schema.names.index(k) for k in t.keys],
             "seq": t.schema.names.index(t.sequence) if t.sequence else -1,
             "tomb": -1, "tombWrite": False, "retention": t.retention_ms,
+            "sourceOrder": t.source_order, "mark": -1,
         }
         txns.append(txn)
         files.append(tfiles)
         if tomb is not None:
             entry["tomb"], entry["tombWrite"] = len(txns), tomb[2]
+            entry["mark"] = tomb[3] if t.source_order else -1
             txns.append(tomb[0])
             files.append(tomb[1])
         spec_tables.append(entry)
@@ -197,6 +208,7 @@ def merge_tables(
     adds: dict[int, list[dict]] = {i: [] for i in range(len(txns))}
     removes: dict[int, list[str]] = {i: [] for i in range(len(txns))}
     counts: dict[int, list[int]] = {}
+    truncated: dict[int, int] = {}  # main table txn -> the epoch's newest truncate's source position
     for line in lines:
         kind, index, rest = line.split("\t", 2)
         i = int(index)
@@ -209,18 +221,23 @@ def merge_tables(
             adds[i].append(add)
         elif kind == "R":
             removes[i].append(rest)
+        elif kind == "T":
+            truncated[i] = int(rest)
         else:
+            if i in counts:  # each table's changes must be in ONE task (the runtime's shuffle by table)
+                raise RuntimeError(f"table {txns[i].deltaLog().dataPath()}: its changes were split between tasks; "
+                                   "nothing was committed")
             counts[i] = [int(x) for x in rest.split("\t")]
     if before_commit is not None:
         before_commit()
 
-    def commit_one(i: int, app_id: str, seq: str | None, keys: Sequence[str]) -> int:
-        source, inserted, updated, deleted, copied = counts.get(i, [0, 0, 0, 0, 0])
+    def commit_one(i: int, app_id: str, seq: str | None, extra: Sequence[dict] = ()) -> int:
+        source, inserted, updated, deleted, copied, cleared = counts.get(i, [0, 0, 0, 0, 0, 0])
         metrics = {
             "numSourceRows": source, "operationNumSourceRows": source, "numTargetRowsInserted": inserted,
             "numTargetRowsUpdated": updated, "numTargetRowsMatchedUpdated": updated,
-            "numTargetRowsNotMatchedBySourceUpdated": 0, "numTargetRowsDeleted": deleted,
-            "numTargetRowsMatchedDeleted": deleted, "numTargetRowsNotMatchedBySourceDeleted": 0,
+            "numTargetRowsNotMatchedBySourceUpdated": 0, "numTargetRowsDeleted": deleted + cleared,
+            "numTargetRowsMatchedDeleted": deleted, "numTargetRowsNotMatchedBySourceDeleted": cleared,
             "numTargetRowsCopied": copied, "numOutputRows": inserted + updated + copied,
             "numTargetFilesAdded": len(adds[i]), "numTargetBytesAdded": sum(a["size"] for a in adds[i]),
             "numTargetChangeFilesAdded": 0, "numTargetDeletionVectorsAdded": 0,
@@ -229,6 +246,7 @@ def merge_tables(
         }
         actions = [json.dumps({"add": a}) for a in adds[i]]
         actions.append(json.dumps({"txn": {"appId": app_id, "version": epoch, "lastUpdated": int(time.time() * 1000)}}))
+        actions.extend(json.dumps(a) for a in extra)
         newer = f" AND (t.{seq} IS NULL OR s.{seq} > t.{seq})" if seq else ""
         return int(helper.commit(
             spark._jsparkSession, txns[i], "\n".join(actions), "\n".join(removes[i]), json.dumps(metrics),  # type: ignore[attr-defined]
@@ -241,18 +259,22 @@ def merge_tables(
         i = entry["txn"]
         try:
             d = entry["tomb"]
-            if tomb is not None and tomb[2] and (adds[d] or removes[d]):
-                commit_one(d, f"{t.app_id}.tombstones", t.sequence, t.keys)
-            version = commit_one(i, t.app_id, t.sequence, t.keys)
+            # a truncate's position is kept as the tombstone table's `<app>.truncated` version (source order):
+            # later epochs drop changes no newer than it
+            mark = ([{"txn": {"appId": f"{t.app_id}.truncated", "version": truncated[i],
+                              "lastUpdated": int(time.time() * 1000)}}] if t.source_order and i in truncated else [])
+            if tomb is not None and tomb[2] and (adds[d] or removes[d] or mark):
+                commit_one(d, f"{t.app_id}.tombstones", t.sequence, mark)
+            version = commit_one(i, t.app_id, t.sequence)
         except Exception as e:
             kind = conflict_kind(e)
             if kind is None:
                 raise
             return f"its commit met a concurrent change ({kind})"
-        _, inserted, updated, deleted, _ = counts.get(i, [0, 0, 0, 0, 0])
+        _, inserted, updated, deleted, _, cleared = counts.get(i, [0, 0, 0, 0, 0, 0])
         if after_commit is not None:
             after_commit()
-        return Merged(version, inserted + updated + deleted, time.monotonic() - began)
+        return Merged(version, inserted + updated + deleted + cleared, time.monotonic() - began)
 
     done = map_concurrently(commit, list(range(len(started))), parallelism)
     out: dict[str, Merged] = dict(skipped)

@@ -34,6 +34,7 @@ from pathlib import Path
 import pytest
 
 from tests.jvm import C1_ONLY_OPTS
+from tests.merge_paths import merge_paths
 
 from tests.components.fixtures import debezium_factory, kafka_broker, postgres_db  # noqa: F401
 from tests.recovery.test_crash_recovery import Run, _commits as crash_commits, _ledger_epochs as crash_ledger_epochs
@@ -43,9 +44,11 @@ pytestmark = [pytest.mark.spark, pytest.mark.components, pytest.mark.soak]
 TABLES = ("t0", "t1", "t2", "t3")
 FIRST_KILL_EPOCH = 4  # epochs 0-3 read the snapshot (4 x 30 rows at ~10 per topic per epoch)
 # (fault point, its epoch, whether it names the sink): each planned at the epoch the previous kill left to replay
-TARGETED = [("epoch_start", 4, False), ("sink_table_committed", 4, True), ("before_ledger", 5, False),
-            ("after_ledger", 6, False), ("sink_table_committed", 7, True)]
-CI_KILLS = 8  # 5 targeted + 3 random; STREAMING_ENGINE_SOAK=<kills> for more
+# (the sink's points land inside the one-job MERGE: after every table's files are written and before any
+# commit, and between two tables' commits)
+TARGETED = [("epoch_start", 4, False), ("sink_table_committed", 4, True), ("sink_files_written", 5, True),
+            ("before_ledger", 5, False), ("after_ledger", 6, False), ("sink_table_committed", 7, True)]
+CI_KILLS = 8  # 6 targeted + 2 random; STREAMING_ENGINE_SOAK=<kills> for more
 SOAK_KILLS = int(os.environ.get("STREAMING_ENGINE_SOAK", "0") or 0)
 JOB = """
 env { job.name = cdc_crash, checkpoint.dir = "${work}/ck", job.retry.times = 0,
@@ -213,6 +216,9 @@ def test_sigkill_during_the_cdc_apply_leaves_delta_equal_to_postgresql(
     runs += 1
     assert rc == 0, f"job failed with {rc}:\n{run.output()}"
     _check_targets(tmp_path, "after the last run")
+    assert set(TABLES) <= set(_ledger_epochs(tmp_path))  # (so the check above compared every table's epochs)
+    merges = sum((merge_paths(tmp_path / "out" / t) for t in TABLES), Counter())
+    assert merges["one job"] > 0 and merges["delta"] == 0, merges  # every epoch through the one-job MERGE
     held = {(p, e): _what_epoch_held(tmp_path, e) for p, e in landed}
     targeted = sum((held[(p, e)] for p, e, _ in TARGETED), Counter())
     # the targeted kills landed in epochs that changed rows, not only in the snapshot's inserts

@@ -64,3 +64,72 @@ def test_the_one_job_merge_equals_a_delta_merge_per_table(spark, run_job_text, t
     per_table = _state(spark, other / "out")
     assert one_job == per_table
     assert sum(len(v) for k, v in one_job.items() if "/" not in k) > 0
+
+
+@pytest.mark.parametrize("source_order", [True, False])
+def test_truncates_late_changes_and_replays_equal_delta_merge_per_table(spark, tmp_path, source_order):
+    """``merge_tables`` on a two-table envelope against ``delta_txn.upsert`` per
+    table, epoch by epoch: a truncate in the middle of an epoch (the changes
+    before it gone, the rows it clears deleted), a later epoch's change older
+    than the truncate (dropped with a source order: the tombstone table keeps
+    the truncate's position), a replayed epoch (nothing committed again), and
+    a table without a truncate beside one with it."""
+    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+
+    from streaming_engine.checkpoint import delta_txn
+    from streaming_engine.runtime import rows
+
+    data = StructType([StructField("id", IntegerType()), StructField("v", StringType())])
+    schema = StructType([*data.fields, StructField("_lsn", LongType())]) if source_order else data
+    ordinals = (3, 4, 2) if source_order else (3, 4)
+    one_job, per_table = tmp_path / "one", tmp_path / "per"
+
+    def epoch(n: int, changes: dict[str, list[tuple[str, int | None, str | None, int]]]) -> dict:
+        rows_ = [(t, k, s, i, v) for t, cs in changes.items() for k, i, v, s in cs]
+        df = spark.createDataFrame(rows_, f"{rows.TABLE} string, {rows.KIND} string, {rows.SEQ} bigint, id int, v string")
+        batch = df.repartition(2, rows.TABLE).sortWithinPartitions(rows.TABLE).persist()
+        slices = [delta_merge.MergeSlice(t, str(one_job / t), f"app.{t}", ordinals, schema, ("id",),
+                                         "_lsn" if source_order else None, 7 * 86_400_000, source_order)
+                  for t in changes]
+        done, refused = delta_merge.merge_tables(spark, batch, slices, n)
+        assert not refused and set(done) == set(changes), (done, refused)
+        for t in changes:
+            frame = batch.where(f"{rows.TABLE} = '{t}'")
+            columns, sequence = ["id", "v"], None
+            if source_order:
+                frame, columns, sequence = frame.withColumn("_lsn", frame[rows.SEQ]), ["id", "v", "_lsn"], "_lsn"
+            delta_txn.upsert(spark, frame, str(per_table / t), ["id"], columns, f"app.{t}", n, sequence,
+                             tombstones=sequence is not None, truncates=True, source_order=source_order)
+        batch.unpersist()
+        return done
+
+    def state(root: Path) -> dict:
+        out = {}
+        for t in ("a", "b"):
+            out[t] = sorted(tuple(r) for r in spark.read.format("delta").load(str(root / t)).collect())
+            tombs = root / t / "_cdc_tombstones"
+            if (tombs / "_delta_log").is_dir():
+                out[t + "/tombstones"] = sorted(tuple(r)[:-1] for r in spark.read.format("delta").load(str(tombs)).collect())
+                out[t + "/mark"] = delta_merge.delta_log.txn_version(spark, str(tombs), f"app.{t}.truncated")
+        return out
+
+    epoch(0, {"a": [("+I", 1, "a", 10), ("+I", 2, "b", 20), ("+I", 3, "c", 30)],
+              "b": [("+I", 1, "x", 11), ("+I", 2, "y", 21)]})
+    assert state(one_job) == state(per_table)
+    one = {"a": [("+U", 1, "a2", 40), (rows.TRUNCATE, None, None, 50), ("+I", 4, "d", 60), ("+U", 2, "b2", 70)],
+           "b": [("-D", 1, "x", 41), ("+U", 2, "y2", 51)]}
+    epoch(1, one)
+    assert state(one_job) == state(per_table)
+    assert {r[0]: r[1] for r in state(one_job)["a"]} == {2: "b2", 4: "d"}
+    versions = {t: delta_merge.delta_log.table_version(spark, str(one_job / t)) for t in ("a", "b")}
+    replayed = epoch(1, one)  # a replay after a crash: the fence skips every table
+    assert all(m.skipped for m in replayed.values())
+    assert {t: delta_merge.delta_log.table_version(spark, str(one_job / t)) for t in ("a", "b")} == versions
+    epoch(2, {"a": [("+I", 5, "late", 45), ("+U", 4, "d2", 80)], "b": [("+I", 1, "x-again", 12)]})
+    got = state(one_job)
+    assert got == state(per_table)
+    if source_order:
+        assert {r[0]: r[1] for r in got["a"]} == {2: "b2", 4: "d2"} and got["a/mark"] == 50
+        assert {r[0]: r[1] for r in got["b"]} == {2: "y2"}  # 1's insert (12) is older than its delete (41)
+    else:
+        assert {r[0]: r[1] for r in got["a"]} == {2: "b2", 4: "d2", 5: "late"}

@@ -758,11 +758,15 @@ def test_merges_of_different_tables_overlap_in_time(spark, run_job_text, monkeyp
     """Each MERGE runs in its own session (txn settings per session), so the
     sink commits tables concurrently: the first two MERGEs of an epoch wait
     for each other inside the real MERGE call; were they serialised, the first
-    would wait alone and the barrier would break."""
+    would wait alone and the barrier would break. (The per-table path: a
+    multi-table batch's upserts otherwise go through the one-job MERGE.)"""
     import threading
     import time
 
+    from sinks.delta import MERGE_ENV
     from streaming_engine.checkpoint import delta_txn
+
+    monkeypatch.setenv(MERGE_ENV, "per_table")
 
     barrier = threading.Barrier(2, timeout=60)
     spans: list[tuple[str, float, float]] = []

@@ -11,19 +11,11 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.Path;
-import org.apache.hadoop.mapreduce.Job;
-import org.apache.hadoop.mapreduce.TaskAttemptContext;
-import org.apache.hadoop.mapreduce.TaskAttemptID;
-import org.apache.hadoop.mapreduce.TaskType;
-import org.apache.hadoop.mapreduce.task.TaskAttemptContextImpl;
-import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.function.Function2;
 import org.apache.spark.paths.SparkPath;
 import org.apache.spark.sql.Dataset;
@@ -32,25 +24,19 @@ import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.ProjectingInternalRow;
 import org.apache.spark.sql.catalyst.ProjectingInternalRow$;
-import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.BoundReference;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.expressions.InterpretedUnsafeProjection;
 import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
-import org.apache.spark.sql.catalyst.types.DataTypeUtils;
 import org.apache.spark.sql.catalyst.types.PhysicalDataType$;
 import org.apache.spark.sql.delta.DeltaOperations;
 import org.apache.spark.sql.delta.OptimisticTransaction;
 import org.apache.spark.sql.delta.actions.Action;
 import org.apache.spark.sql.delta.actions.AddFile;
-import org.apache.spark.sql.delta.stats.DeltaJobStatisticsTracker;
-import org.apache.spark.sql.execution.datasources.OutputWriterFactory;
 import org.apache.spark.sql.execution.datasources.PartitionedFile;
-import org.apache.spark.sql.execution.datasources.WriteTaskStatsTracker;
 import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat;
-import org.apache.spark.sql.execution.datasources.parquet.ParquetWriteSupport;
 import org.apache.spark.sql.types.BinaryType;
 import org.apache.spark.sql.types.BooleanType;
 import org.apache.spark.sql.types.ByteType;
@@ -65,7 +51,6 @@ import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.types.TimestampNTZType;
 import org.apache.spark.sql.types.TimestampType;
 import org.apache.spark.unsafe.types.UTF8String;
-import org.apache.spark.util.SerializableConfiguration;
 
 import scala.Function1;
 import scala.Option;
@@ -94,13 +79,15 @@ import scala.jdk.javaapi.CollectionConverters;
  *
  * <p>Returns one line per result: {@code A TAB txn TAB name TAB size TAB mtime
  * TAB stats} (a file written), {@code R TAB txn TAB path} (a file to remove),
- * {@code M TAB txn TAB source TAB inserted TAB updated TAB deleted TAB copied}.
+ * {@code M TAB txn TAB source TAB inserted TAB updated TAB deleted TAB copied TAB deleted by a truncate},
+ * {@code T TAB txn TAB the source position of the epoch's newest truncate}.
  */
 public final class MultiTableMerge {
     private MultiTableMerge() {}
 
     static final String UPDATE_BEFORE = "-U";
     static final String DELETE = "-D";
+    static final String TRUNCATE = "!T";
 
     // -----------------------------------------------------------------
     // the driver's list of each table's live files
@@ -212,65 +199,27 @@ public final class MultiTableMerge {
             throws IOException {
         SparkSession spark = batch.sparkSession();
         JsonNode spec = new ObjectMapper().readTree(specJson);
-        int n = txns.length;
-        String[] roots = new String[n];
-        StructType[] schemas = new StructType[n];
-        int[] groupOf = new int[n];
-        List<Object> dataCols = new ArrayList<>();
-        List<Expression> statsExprs = new ArrayList<>();
-        List<StructType> groupSchemas = new ArrayList<>();
-        List<Function1<PartitionedFile, scala.collection.Iterator<InternalRow>>> readers = new ArrayList<>();
-        Map<String, Integer> alike = new HashMap<>();
-        // Parquet's row reader: the vectorized one handed out rows of vectors it
-        // had closed already when two readers of one file were open in a task
+        MultiTableWrite.Writers writers = MultiTableWrite.Writers.of(spark, txns, batch);
+        // Parquet's row reader (rows read one at a time, a file read twice: the
+        // keys to find the touched files, then the rewrite), on a session clone
         SparkSession reading = ((org.apache.spark.sql.classic.SparkSession) spark).cloneSession();
         reading.conf().set("spark.sql.parquet.enableVectorizedReader", "false");
         scala.collection.immutable.Map<String, String> options =
             (scala.collection.immutable.Map<String, String>) (Object) scala.collection.immutable.Map$.MODULE$.empty()
                 .updated("returning_batch", "false");
-        for (int i = 0; i < n; i++) {
-            roots[i] = txns[i].deltaLog().dataPath().toString();
-            schemas[i] = txns[i].metadata().schema();
-            String key = txns[i].metadata().schemaString() + "\u0001" + txns[i].metadata().configuration()
-                + "\u0001" + txns[i].protocol().json();
-            Integer same = alike.get(key);
-            if (same != null) {
-                groupOf[i] = same;
-                continue;
-            }
-            groupOf[i] = groupSchemas.size();
-            alike.put(key, groupOf[i]);
-            groupSchemas.add(schemas[i]);
-            Seq output = DataTypeUtils.toAttributes(schemas[i]);
-            scala.Tuple2 trackers = txns[i].getOptionalStatsTrackerAndStatsCollection(
-                output, new Path(roots[i]), new StructType(), batch);
-            scala.Option tracker = (scala.Option) trackers._1();
-            if (tracker.isDefined()) {
-                DeltaJobStatisticsTracker t = (DeltaJobStatisticsTracker) tracker.get();
-                dataCols.add(t.dataCols());
-                statsExprs.add(t.statsColExpr());
-            } else {
-                dataCols.add(null);
-                statsExprs.add(null);
-            }
+        List<Function1<PartitionedFile, scala.collection.Iterator<InternalRow>>> readers = new ArrayList<>();
+        for (StructType schema : writers.groupSchemas) {
             readers.add(new ParquetFileFormat().buildReaderWithPartitionValues(
-                reading, schemas[i], new StructType(), schemas[i], (Seq) scala.collection.immutable.Nil$.MODULE$,
+                reading, schema, new StructType(), schema, (Seq) scala.collection.immutable.Nil$.MODULE$,
                 options, reading.sessionState().newHadoopConf()));  // (one each: the reader sets its schema there)
         }
         JsonNode tables = spec.get("tables");
         TableSpec[] specs = new TableSpec[tables.size()];
         for (int k = 0; k < specs.length; k++) {
-            specs[k] = new TableSpec(tables.get(k), schemas);
+            specs[k] = new TableSpec(tables.get(k), writers.schemas);
         }
-        Configuration conf = spark.sessionState().newHadoopConf();
-        Job job = Job.getInstance(conf);
-        OutputWriterFactory factory = txns[0].deltaLog()
-            .fileFormat(txns[0].protocol(), txns[0].metadata())
-            .prepareWrite(spark, job, scala.collection.immutable.Map$.MODULE$.empty(), schemas[0]);
         Task task = new Task(specs, spec.get("kind").asInt(), spec.get("order").asInt(), spec.get("now").asLong(),
-            roots, schemas, groupOf, groupSchemas.toArray(new StructType[0]), dataCols.toArray(),
-            statsExprs.toArray(new Expression[0]), readers.toArray(new Function1[0]), files, factory,
-            new SerializableConfiguration(job.getConfiguration()));
+            writers, readers.toArray(new Function1[0]), files);
         List<String> lines = batch.queryExecution().toRdd().toJavaRDD()
             .mapPartitionsWithIndex(task, false).collect();
         return lines.toArray(new String[0]);
@@ -289,6 +238,8 @@ public final class MultiTableMerge {
         final int tomb;
         final boolean tombWrite;
         final long retentionMs;
+        final boolean sourceOrder;  // a truncate clears the rows older than its source position (else every row)
+        final long mark;  // the newest truncate an earlier epoch recorded (source order; -1: none)
 
         TableSpec(JsonNode t, StructType[] schemas) {
             id = t.get("id").asText();
@@ -311,6 +262,8 @@ public final class MultiTableMerge {
             tomb = t.get("tomb").asInt();
             tombWrite = t.get("tombWrite").asBoolean();
             retentionMs = t.get("retention").asLong();
+            sourceOrder = t.path("sourceOrder").asBoolean(false);
+            mark = t.path("mark").asLong(-1);
         }
 
         private static int[] ints(JsonNode a) {
@@ -337,51 +290,32 @@ public final class MultiTableMerge {
         private final int kindOrdinal;
         private final int orderOrdinal;
         private final long nowMs;
-        private final String[] roots;
+        private final MultiTableWrite.Writers writers;
         private final StructType[] schemas;
         private final int[] groupOf;
-        private final StructType[] groupSchemas;
-        private final Object[] dataCols;
-        private final Expression[] statsExprs;
         private final Function1<PartitionedFile, scala.collection.Iterator<InternalRow>>[] readers;
         private final AddFile[][] files;
-        private final OutputWriterFactory factory;
-        private final SerializableConfiguration conf;
 
         // per task
-        private transient Configuration[] confs;
-        private transient TaskAttemptContext[] contexts;
-        private transient WriteTaskStatsTracker[] trackers;
-        private transient int partition;
+        private transient MultiTableWrite.Writers.InTask newFiles;
         private transient ObjectMapper json;
 
-        Task(TableSpec[] specs, int kindOrdinal, int orderOrdinal, long nowMs, String[] roots, StructType[] schemas,
-             int[] groupOf, StructType[] groupSchemas, Object[] dataCols, Expression[] statsExprs,
-             Function1<PartitionedFile, scala.collection.Iterator<InternalRow>>[] readers, AddFile[][] files,
-             OutputWriterFactory factory, SerializableConfiguration conf) {
+        Task(TableSpec[] specs, int kindOrdinal, int orderOrdinal, long nowMs, MultiTableWrite.Writers writers,
+             Function1<PartitionedFile, scala.collection.Iterator<InternalRow>>[] readers, AddFile[][] files) {
             this.specs = specs;
             this.kindOrdinal = kindOrdinal;
             this.orderOrdinal = orderOrdinal;
             this.nowMs = nowMs;
-            this.roots = roots;
-            this.schemas = schemas;
-            this.groupOf = groupOf;
-            this.groupSchemas = groupSchemas;
-            this.dataCols = dataCols;
-            this.statsExprs = statsExprs;
+            this.writers = writers;
+            this.schemas = writers.schemas;
+            this.groupOf = writers.groupOf;
             this.readers = readers;
             this.files = files;
-            this.factory = factory;
-            this.conf = conf;
         }
 
         @Override
         public Iterator<String> call(Integer partition, Iterator<InternalRow> rows) throws Exception {
-            this.partition = partition;
-            int n = schemas.length;
-            confs = new Configuration[groupSchemas.length];
-            contexts = new TaskAttemptContext[groupSchemas.length];
-            trackers = new WriteTaskStatsTracker[groupSchemas.length];
+            newFiles = writers.inTask(partition);
             json = new ObjectMapper();
             Map<UTF8String, Integer> index = new HashMap<>();
             for (int k = 0; k < specs.length; k++) {
@@ -390,7 +324,7 @@ public final class MultiTableMerge {
             // the epoch's last change per key, per table of this partition
             Map<Integer, Map<UnsafeRow, Change>> changes = new LinkedHashMap<>();
             Map<Integer, UnsafeProjection> keyOfChange = new HashMap<>();
-            Map<Integer, Long> sourceRows = new HashMap<>();
+            Map<Integer, Long> truncatedAt = new HashMap<>();  // the newest TRUNCATE's __seq per table
             while (rows.hasNext()) {
                 InternalRow row = rows.next();
                 Integer k = row.isNullAt(0) ? null : index.get(row.getUTF8String(0));
@@ -399,7 +333,11 @@ public final class MultiTableMerge {
                     continue;
                 }
                 TableSpec t = specs[k];
-                sourceRows.merge(k, 1L, Long::sum);
+                if (TRUNCATE.equals(row.getUTF8String(kindOrdinal).toString())) {
+                    truncatedAt.merge(k, order(row), Math::max);
+                    changes.computeIfAbsent(k, x -> new HashMap<>());
+                    continue;
+                }
                 UnsafeProjection project = keyOfChange.computeIfAbsent(k, x -> keyProjection(t, true));
                 UnsafeRow key = project.apply(row).copy();
                 Map<UnsafeRow, Change> table = changes.computeIfAbsent(k, x -> new HashMap<>());
@@ -408,17 +346,26 @@ public final class MultiTableMerge {
                     table.put(key, new Change(row.copy()));
                 }
             }
-            List<String> out = new ArrayList<>();
+            List<String> lines = new ArrayList<>();
             List<Written> written = new ArrayList<>();
             try {
                 for (Map.Entry<Integer, Map<UnsafeRow, Change>> e : changes.entrySet()) {
                     TableSpec t = specs[e.getKey()];
                     Map<UnsafeRow, Change> latest = e.getValue();
+                    long source = latest.size();
+                    long at = truncatedAt.getOrDefault(e.getKey(), -1L);
+                    long older = Math.max(at, t.mark);  // changes at or before the newest truncate are gone
+                    if (older >= 0) {
+                        latest.values().removeIf(c -> order(c.row) <= older);
+                    }
+                    if (at >= 0) {
+                        lines.add("T\t" + t.txn + "\t" + at);
+                    }
                     Map<UnsafeRow, Change> applied = latest;
                     if (t.tomb >= 0) {
-                        applied = tombstones(t, latest, out, written);
+                        applied = tombstones(t, latest, lines, written);
                     }
-                    apply(t, latest.size(), applied, out, written);
+                    apply(t, source, applied, at, lines, written);
                 }
             } catch (Exception ex) {
                 for (Written w : written) {
@@ -426,23 +373,11 @@ public final class MultiTableMerge {
                 }
                 throw ex;
             }
-            // the statistics of every file, per tracker (keyed by file name)
-            List<Map<String, String>> stats = new ArrayList<>();
-            for (WriteTaskStatsTracker tracker : trackers) {
-                Map<String, String> found = new HashMap<>();
-                if (tracker != null) {
-                    scala.collection.immutable.Map<String, String> all =
-                        ((org.apache.spark.sql.delta.stats.DeltaFileStatistics)
-                            tracker.getFinalStats(System.currentTimeMillis())).stats();
-                    found.putAll(CollectionConverters.asJava(all));
-                }
-                stats.add(found);
-            }
             for (Written w : written) {
-                String s = stats.get(groupOf[w.txn]).getOrDefault(w.file.name, "");
-                out.add("A\t" + w.txn + "\t" + w.file.name + "\t" + w.file.size + "\t" + w.file.mtime + "\t" + s);
+                String s = newFiles.stats(w.file);
+                lines.add("A\t" + w.txn + "\t" + w.file.name + "\t" + w.file.size + "\t" + w.file.mtime + "\t" + s);
             }
-            return out.iterator();
+            return lines.iterator();
         }
 
         /** The key of an envelope row ({@code change}) or of a row of the table. */
@@ -462,6 +397,15 @@ public final class MultiTableMerge {
                 refs.add(new BoundReference(j, t.keyTypes[j], true));
             }
             return InterpretedUnsafeProjection.createProjection(CollectionConverters.asScala(refs).toList());
+        }
+
+        private long order(InternalRow row) {
+            return row.isNullAt(orderOrdinal) ? Long.MIN_VALUE : row.getLong(orderOrdinal);
+        }
+
+        /** A row of the table a truncate at source position {@code at} deletes when no change matches it. */
+        private boolean cleared(TableSpec t, InternalRow row, long at) {
+            return at >= 0 && (!t.sourceOrder || row.isNullAt(t.seq) || row.getLong(t.seq) < at);
         }
 
         /** Whether envelope row {@code a} is a later change than {@code b}: by the sequence (nulls first), then __seq. */
@@ -579,7 +523,7 @@ public final class MultiTableMerge {
                 w.file.closeStats();
                 w.file.close();
                 out.add("M\t" + d + "\t" + latest.size() + "\t" + added + "\t" + updated + "\t" + removed + "\t"
-                    + (copied - updated));
+                    + (copied - updated) + "\t0");
             } else if (!t.tombWrite) {
                 out.removeIf(line -> line.startsWith("R\t" + d + "\t"));
             }
@@ -610,21 +554,23 @@ public final class MultiTableMerge {
         }
 
         /** Applies the changes to the table: rewrites the files holding their keys, inserts the others. */
-        private void apply(TableSpec t, long source, Map<UnsafeRow, Change> changes, List<String> out,
-                           List<Written> written) throws Exception {
+        private void apply(TableSpec t, long source, Map<UnsafeRow, Change> changes, long truncatedAt,
+                           List<String> out, List<Written> written) throws Exception {
             int m = t.txn;
             UnsafeProjection keyOf = keyProjection(t, false);
             ProjectingInternalRow view = view(t);
             Written w = null;
-            long inserted = 0, updated = 0, deleted = 0, copied = 0;
+            long inserted = 0, updated = 0, deleted = 0, copied = 0, cleared = 0;
+            boolean clear = truncatedAt >= 0;  // every file may hold a row the truncate deletes
             for (AddFile f : files[m]) {
-                if (changes.isEmpty() || !mayHold(f, t.keyNames, t.keyTypes, changes.keySet(), t.key.length)) {
+                if (!clear && (changes.isEmpty() || !mayHold(f, t.keyNames, t.keyTypes, changes.keySet(), t.key.length))) {
                     continue;
                 }
                 boolean touched = false;
                 scala.collection.Iterator<InternalRow> it = read(m, f);
                 while (it.hasNext() && !touched) {
-                    touched = changes.containsKey(keyOf.apply(it.next()));
+                    InternalRow row = it.next();
+                    touched = changes.containsKey(keyOf.apply(row)) || cleared(t, row, truncatedAt);
                 }
                 if (!touched) {
                     continue;
@@ -638,6 +584,10 @@ public final class MultiTableMerge {
                 while (it.hasNext()) {
                     InternalRow row = it.next();
                     Change s = changes.get(keyOf.apply(row));
+                    if (s == null && cleared(t, row, truncatedAt)) {
+                        cleared++;
+                        continue;
+                    }
                     if (s == null) {
                         w.file.write(row);
                         copied++;
@@ -673,7 +623,8 @@ public final class MultiTableMerge {
                 w.file.closeStats();
                 w.file.close();
             }
-            out.add("M\t" + m + "\t" + source + "\t" + inserted + "\t" + updated + "\t" + deleted + "\t" + copied);
+            out.add("M\t" + m + "\t" + source + "\t" + inserted + "\t" + updated + "\t" + deleted + "\t" + copied
+                + "\t" + cleared);
         }
 
         private ProjectingInternalRow view(TableSpec t) {
@@ -687,7 +638,7 @@ public final class MultiTableMerge {
         private scala.collection.Iterator<InternalRow> read(int txn, AddFile f) throws Exception {
             Path path = new Path(new URI(f.path()));
             if (!path.isAbsolute()) {
-                path = new Path(new Path(roots[txn]), path);
+                path = new Path(new Path(writers.roots[txn]), path);
             }
             PartitionedFile file = PartitionedFile.apply(
                 InternalRow.empty(), SparkPath.fromPath(path), 0L, f.size(), new String[0], f.modificationTime(),
@@ -768,33 +719,7 @@ public final class MultiTableMerge {
         }
 
         private Written open(int txn) throws IOException {
-            int g = groupOf[txn];
-            if (confs[g] == null) {
-                confs[g] = new Configuration(conf.value());
-                ParquetWriteSupport.setSchema(groupSchemas[g], confs[g]);
-                if (statsExprs[g] != null) {
-                    @SuppressWarnings("unchecked")
-                    Seq<Attribute> cols = (Seq<Attribute>) dataCols[g];
-                    trackers[g] = new DeltaJobStatisticsTracker(confs[g], new Path(roots[txn]), cols, statsExprs[g])
-                        .newTaskInstance();
-                }
-                TaskContext tc = TaskContext.get();
-                TaskAttemptID attempt = new TaskAttemptID(
-                    "streamingengine", tc == null ? 0 : tc.stageId(), TaskType.MAP, partition,
-                    tc == null ? 0 : tc.attemptNumber());
-                contexts[g] = new TaskAttemptContextImpl(confs[g], attempt);
-            }
-            String name = String.format("part-%05d-%s-c000%s", partition, UUID.randomUUID(),
-                factory.getFileExtension(contexts[g]));
-            Path path = new Path(new Path(roots[txn]), name);
-            String file = path.toString();
-            WriteTaskStatsTracker stats = trackers[g];
-            if (stats != null) {
-                stats.newFile(file);
-            }
-            return new Written(txn, new MultiTableWrite.OpenFile(
-                txn, path, file, name, factory.newInstance(file, schemas[txn], contexts[g]), stats,
-                path.getFileSystem(confs[g])));
+            return new Written(txn, newFiles.open(txn));
         }
     }
 

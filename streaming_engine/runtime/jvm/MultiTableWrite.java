@@ -84,67 +84,23 @@ public final class MultiTableWrite {
             new com.fasterxml.jackson.databind.ObjectMapper().readTree(tablesJson);
         int n = txns.length;
         String[] ids = new String[n];
-        String[] roots = new String[n];
         int[][] ordinals = new int[n][];
         for (int i = 0; i < n; i++) {
             com.fasterxml.jackson.databind.JsonNode t = tables.get(i);
             ids[i] = t.get(0).asText();
-            roots[i] = txns[i].deltaLog().dataPath().toString();
             ordinals[i] = new int[t.get(1).size()];
             for (int k = 0; k < ordinals[i].length; k++) {
                 ordinals[i][k] = t.get(1).get(k).asInt();
             }
         }
-        StructType[] schemas = new StructType[n];
-        // tables alike (schema, settings, protocol) share one statistics
-        // expression, and in each task one Parquet configuration and one
-        // statistics tracker (their generated code built once, not per file)
-        int[] groupOf = new int[n];
-        List<Object> dataCols = new ArrayList<>();
-        List<Expression> statsExprs = new ArrayList<>();
-        List<StructType> groupSchemas = new ArrayList<>();
-        Map<String, Integer> alike = new HashMap<>();
         for (int i = 0; i < n; i++) {
-            StructType schema = txns[i].metadata().schema();
-            if (schema.fields().length != ordinals[i].length) {
+            int columns = txns[i].metadata().schema().fields().length;
+            if (columns != ordinals[i].length) {
                 throw new IllegalArgumentException(
-                    "table " + ids[i] + " has " + schema.fields().length + " columns, the batch "
-                        + ordinals[i].length);
-            }
-            schemas[i] = schema;
-            String key = txns[i].metadata().schemaString() + "\u0001" + txns[i].metadata().configuration()
-                + "\u0001" + txns[i].protocol().json();
-            Integer same = alike.get(key);
-            if (same != null) {
-                groupOf[i] = same;
-                continue;
-            }
-            groupOf[i] = groupSchemas.size();
-            alike.put(key, groupOf[i]);
-            groupSchemas.add(schema);
-            Seq output = DataTypeUtils.toAttributes(schema);
-            scala.Tuple2 trackers = txns[i].getOptionalStatsTrackerAndStatsCollection(
-                output, new Path(roots[i]), new StructType(), batch);
-            scala.Option tracker = (scala.Option) trackers._1();
-            if (tracker.isDefined()) {
-                DeltaJobStatisticsTracker t = (DeltaJobStatisticsTracker) tracker.get();
-                dataCols.add(t.dataCols());
-                statsExprs.add(t.statsColExpr());
-            } else {
-                dataCols.add(null);
-                statsExprs.add(null);
+                    "table " + ids[i] + " has " + columns + " columns, the batch " + ordinals[i].length);
             }
         }
-        // the Parquet settings of Delta's writer (session and table options), the
-        // schema set per table on the executors
-        Configuration conf = spark.sessionState().newHadoopConf();
-        Job job = Job.getInstance(conf);
-        OutputWriterFactory factory = txns[0].deltaLog()
-            .fileFormat(txns[0].protocol(), txns[0].metadata())
-            .prepareWrite(spark, job, scala.collection.immutable.Map$.MODULE$.empty(), schemas[0]);
-        Task task = new Task(ids, roots, ordinals, schemas, groupOf, groupSchemas.toArray(new StructType[0]),
-            dataCols.toArray(), statsExprs.toArray(new Expression[0]), factory,
-            new SerializableConfiguration(job.getConfiguration()));
+        Task task = new Task(ids, ordinals, Writers.of(spark, txns, batch));
         List<String> lines = batch.queryExecution().toRdd().toJavaRDD()
             .mapPartitionsWithIndex(task, false).collect();
         return lines.toArray(new String[0]);
@@ -180,29 +136,13 @@ public final class MultiTableWrite {
     /** What each task runs: route rows by table id, one open file at a time (rows arrive grouped by table). */
     static final class Task implements Function2<Integer, Iterator<InternalRow>, Iterator<String>>, Serializable {
         private final String[] ids;
-        private final String[] roots;
         private final int[][] ordinals;
-        private final StructType[] schemas;
-        private final int[] groupOf;
-        private final StructType[] groupSchemas;
-        private final Object[] dataCols;
-        private final Expression[] statsExprs;
-        private final OutputWriterFactory factory;
-        private final SerializableConfiguration conf;
+        private final Writers writers;
 
-        Task(String[] ids, String[] roots, int[][] ordinals, StructType[] schemas, int[] groupOf,
-             StructType[] groupSchemas, Object[] dataCols, Expression[] statsExprs, OutputWriterFactory factory,
-             SerializableConfiguration conf) {
+        Task(String[] ids, int[][] ordinals, Writers writers) {
             this.ids = ids;
-            this.roots = roots;
             this.ordinals = ordinals;
-            this.schemas = schemas;
-            this.groupOf = groupOf;
-            this.groupSchemas = groupSchemas;
-            this.dataCols = dataCols;
-            this.statsExprs = statsExprs;
-            this.factory = factory;
-            this.conf = conf;
+            this.writers = writers;
         }
 
         @Override
@@ -213,14 +153,12 @@ public final class MultiTableWrite {
             }
             // the table's columns read in place from the envelope's slots (no generated projection per table)
             ProjectingInternalRow[] views = new ProjectingInternalRow[ids.length];
-            Configuration[] confs = new Configuration[groupSchemas.length];
-            TaskAttemptContext[] contexts = new TaskAttemptContext[groupSchemas.length];
-            WriteTaskStatsTracker[] trackers = new WriteTaskStatsTracker[groupSchemas.length];
+            Writers.InTask files = writers.inTask(partition);
             List<OpenFile> closed = new ArrayList<>();
             // a finished file is closed (its Parquet footer written, its upload
             // done: on an object store a round trip or more) on a closer thread
             // while this one writes the next table's rows
-            Closer closer = new Closer(conf.value());
+            Closer closer = new Closer(writers.conf.value());
             OpenFile open = null;
             try {
                 while (rows.hasNext()) {
@@ -235,7 +173,7 @@ public final class MultiTableWrite {
                             open = null;  // the closer's now (it aborts it itself if it cannot take it)
                             closer.close(finished);
                         }
-                        open = open(partition, table, confs, contexts, trackers);
+                        open = files.open(table);
                     }
                     if (views[table] == null) {
                         views[table] = view(table);
@@ -255,22 +193,9 @@ public final class MultiTableWrite {
                 }
                 closer.abort();
             }
-            // the statistics of every file, per tracker (keyed by file name)
-            List<Map<String, String>> stats = new ArrayList<>();
-            for (WriteTaskStatsTracker tracker : trackers) {
-                Map<String, String> found = new HashMap<>();
-                if (tracker != null) {
-                    scala.collection.immutable.Map<String, String> all =
-                        ((org.apache.spark.sql.delta.stats.DeltaFileStatistics)
-                            tracker.getFinalStats(System.currentTimeMillis())).stats();
-                    found.putAll(CollectionConverters.asJava(all));
-                }
-                stats.add(found);
-            }
             List<String> out = new ArrayList<>();
             for (OpenFile f : closed) {
-                String json = stats.get(groupOf[f.table]).getOrDefault(f.name, "");
-                out.add(f.table + "\t" + f.name + "\t" + f.size + "\t" + f.mtime + "\t" + json);
+                out.add(f.table + "\t" + f.name + "\t" + f.size + "\t" + f.mtime + "\t" + files.stats(f));
             }
             return out.iterator();
         }
@@ -281,42 +206,153 @@ public final class MultiTableWrite {
                 cols.add(k);
             }
             return ProjectingInternalRow$.MODULE$.apply(
-                schemas[table], CollectionConverters.asScala(cols).toList());
+                writers.schemas[table], CollectionConverters.asScala(cols).toList());
+        }
+    }
+
+    /**
+     * What writing Delta files of many tables takes, as Delta's writer does it:
+     * built on the driver from each table's transaction (tables alike in schema,
+     * settings and protocol share one group: one statistics expression, and in
+     * each task one Parquet configuration and statistics tracker, their
+     * generated code built once, not per file), used in tasks ({@link InTask}).
+     */
+    static final class Writers implements Serializable {
+        final String[] roots;
+        final StructType[] schemas;
+        final int[] groupOf;
+        final StructType[] groupSchemas;
+        private final Object[] dataCols;
+        private final Expression[] statsExprs;
+        private final OutputWriterFactory factory;
+        final SerializableConfiguration conf;
+
+        private Writers(String[] roots, StructType[] schemas, int[] groupOf, StructType[] groupSchemas,
+                        Object[] dataCols, Expression[] statsExprs, OutputWriterFactory factory,
+                        SerializableConfiguration conf) {
+            this.roots = roots;
+            this.schemas = schemas;
+            this.groupOf = groupOf;
+            this.groupSchemas = groupSchemas;
+            this.dataCols = dataCols;
+            this.statsExprs = statsExprs;
+            this.factory = factory;
+            this.conf = conf;
         }
 
         @SuppressWarnings({"unchecked", "rawtypes"})
-        private OpenFile open(int partition, int table, Configuration[] confs, TaskAttemptContext[] contexts,
-                              WriteTaskStatsTracker[] trackers) throws IOException {
-            int g = groupOf[table];
-            if (confs[g] == null) {
-                confs[g] = new Configuration(conf.value());
-                ParquetWriteSupport.setSchema(groupSchemas[g], confs[g]);
-                if (statsExprs[g] != null) {
-                    trackers[g] = new DeltaJobStatisticsTracker(
-                        confs[g], new Path(roots[table]), (Seq<Attribute>) dataCols[g], statsExprs[g])
-                        .newTaskInstance();
+        static Writers of(SparkSession spark, OptimisticTransaction[] txns, Dataset<Row> batch) throws IOException {
+            int n = txns.length;
+            String[] roots = new String[n];
+            StructType[] schemas = new StructType[n];
+            int[] groupOf = new int[n];
+            List<Object> dataCols = new ArrayList<>();
+            List<Expression> statsExprs = new ArrayList<>();
+            List<StructType> groupSchemas = new ArrayList<>();
+            Map<String, Integer> alike = new HashMap<>();
+            for (int i = 0; i < n; i++) {
+                roots[i] = txns[i].deltaLog().dataPath().toString();
+                schemas[i] = txns[i].metadata().schema();
+                String key = txns[i].metadata().schemaString() + "\u0001" + txns[i].metadata().configuration()
+                    + "\u0001" + txns[i].protocol().json();
+                Integer same = alike.get(key);
+                if (same != null) {
+                    groupOf[i] = same;
+                    continue;
+                }
+                groupOf[i] = groupSchemas.size();
+                alike.put(key, groupOf[i]);
+                groupSchemas.add(schemas[i]);
+                Seq output = DataTypeUtils.toAttributes(schemas[i]);
+                scala.Tuple2 trackers = txns[i].getOptionalStatsTrackerAndStatsCollection(
+                    output, new Path(roots[i]), new StructType(), batch);
+                scala.Option tracker = (scala.Option) trackers._1();
+                if (tracker.isDefined()) {
+                    DeltaJobStatisticsTracker t = (DeltaJobStatisticsTracker) tracker.get();
+                    dataCols.add(t.dataCols());
+                    statsExprs.add(t.statsColExpr());
+                } else {
+                    dataCols.add(null);
+                    statsExprs.add(null);
                 }
             }
-            if (contexts[g] == null) {  // one per group and task: each is a JobConf, a copy of the whole configuration
-                TaskContext tc = TaskContext.get();
-                TaskAttemptID attempt = new TaskAttemptID(
-                    "streamingengine", tc == null ? 0 : tc.stageId(), TaskType.MAP, partition,
-                    tc == null ? 0 : tc.attemptNumber());
-                contexts[g] = new TaskAttemptContextImpl(confs[g], attempt);
-            }
-            Configuration c = confs[g];
-            TaskAttemptContext ctx = contexts[g];
-            String name = String.format("part-%05d-%s-c000%s", partition, UUID.randomUUID(),
-                factory.getFileExtension(ctx));
-            Path path = new Path(new Path(roots[table]), name);
-            String file = path.toString();
-            WriteTaskStatsTracker stats = trackers[g];
-            if (stats != null) {
-                stats.newFile(file);
-            }
-            OutputWriter writer = factory.newInstance(file, schemas[table], ctx);
-            return new OpenFile(table, path, file, name, writer, stats, path.getFileSystem(c));
+            // the Parquet settings of Delta's writer (session and table options), the
+            // schema set per group on the executors
+            Configuration conf = spark.sessionState().newHadoopConf();
+            Job job = Job.getInstance(conf);
+            OutputWriterFactory factory = txns[0].deltaLog()
+                .fileFormat(txns[0].protocol(), txns[0].metadata())
+                .prepareWrite(spark, job, scala.collection.immutable.Map$.MODULE$.empty(), schemas[0]);
+            return new Writers(roots, schemas, groupOf, groupSchemas.toArray(new StructType[0]), dataCols.toArray(),
+                statsExprs.toArray(new Expression[0]), factory, new SerializableConfiguration(job.getConfiguration()));
         }
+
+        InTask inTask(int partition) {
+            return new InTask(partition);
+        }
+
+        /** A task's writers: per group one configuration, task context and statistics tracker. */
+        final class InTask {
+            private final int partition;
+            private final Configuration[] confs = new Configuration[groupSchemas.length];
+            private final TaskAttemptContext[] contexts = new TaskAttemptContext[groupSchemas.length];
+            private final WriteTaskStatsTracker[] trackers = new WriteTaskStatsTracker[groupSchemas.length];
+            private List<Map<String, String>> stats;
+
+            InTask(int partition) {
+                this.partition = partition;
+            }
+
+            /** A new file of table {@code table} under a final name in its directory. */
+            @SuppressWarnings("unchecked")
+            OpenFile open(int table) throws IOException {
+                int g = groupOf[table];
+                if (confs[g] == null) {
+                    confs[g] = new Configuration(conf.value());
+                    ParquetWriteSupport.setSchema(groupSchemas[g], confs[g]);
+                    if (statsExprs[g] != null) {
+                        trackers[g] = new DeltaJobStatisticsTracker(
+                            confs[g], new Path(roots[table]), (Seq<Attribute>) dataCols[g], statsExprs[g])
+                            .newTaskInstance();
+                    }
+                    // one per group and task: each is a JobConf, a copy of the whole configuration
+                    TaskContext tc = TaskContext.get();
+                    TaskAttemptID attempt = new TaskAttemptID(
+                        "streamingengine", tc == null ? 0 : tc.stageId(), TaskType.MAP, partition,
+                        tc == null ? 0 : tc.attemptNumber());
+                    contexts[g] = new TaskAttemptContextImpl(confs[g], attempt);
+                }
+                String name = String.format("part-%05d-%s-c000%s", partition, UUID.randomUUID(),
+                    factory.getFileExtension(contexts[g]));
+                Path path = new Path(new Path(roots[table]), name);
+                String file = path.toString();
+                WriteTaskStatsTracker tracker = trackers[g];
+                if (tracker != null) {
+                    tracker.newFile(file);
+                }
+                OutputWriter writer = factory.newInstance(file, schemas[table], contexts[g]);
+                return new OpenFile(table, path, file, name, writer, tracker, path.getFileSystem(confs[g]));
+            }
+
+            /** The statistics JSON of a closed file ("" when statistics are off); once every file is closed. */
+            String stats(OpenFile f) {
+                if (stats == null) {
+                    stats = new ArrayList<>();
+                    for (WriteTaskStatsTracker tracker : trackers) {
+                        Map<String, String> found = new HashMap<>();
+                        if (tracker != null) {
+                            scala.collection.immutable.Map<String, String> all =
+                                ((org.apache.spark.sql.delta.stats.DeltaFileStatistics)
+                                    tracker.getFinalStats(System.currentTimeMillis())).stats();
+                            found.putAll(CollectionConverters.asJava(all));
+                        }
+                        stats.add(found);
+                    }
+                }
+                return stats.get(groupOf[f.table]).getOrDefault(f.name, "");
+            }
+        }
+
     }
 
     /**

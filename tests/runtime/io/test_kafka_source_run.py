@@ -8,10 +8,13 @@ same job reads only what arrived since.
 from __future__ import annotations
 
 import json
+import os
+from collections import Counter
 
 import pytest
 
 from tests.components.fixtures import debezium_factory, kafka_broker, postgres_db  # noqa: F401
+from tests.merge_paths import merge_paths
 
 pytestmark = [pytest.mark.spark, pytest.mark.components, pytest.mark.timeout(600)]
 
@@ -305,14 +308,16 @@ def test_debezium_events_replayed_three_times_and_shuffled_across_partitions_giv
                 f"{versions} Delta versions of customers"))
 
 
-def test_twenty_postgresql_tables_through_debezium_equal_their_delta_tables(
+def test_many_postgresql_tables_through_debezium_equal_their_delta_tables(
     postgres_db, kafka_broker, debezium_factory, run_job_text, spark, request
 ):
-    """20 tables captured by one Debezium engine (one topic each), read through
-    one topic pattern and fanned out by the events' source blocks: snapshot
-    rows, then per table an update, a delete, a primary-key change and an insert."""
+    """20 tables (STREAMING_ENGINE_CDC_TABLES=100 for a hundred) captured by
+    one Debezium engine (one topic each), read through one topic pattern and
+    applied by the one-job MERGE: snapshot rows, then per table an update, a
+    delete, a primary-key change and an insert; every fifth table truncated."""
     pg = postgres_db
-    tables = [f"t{i:02d}" for i in range(20)]
+    count = int(os.environ.get("STREAMING_ENGINE_CDC_TABLES", "20"))
+    tables = [f"t{i:02d}" for i in range(count)]
     for t in tables:
         pg.execute(f"CREATE TABLE {t} (id int PRIMARY KEY, v text, n bigint)")
         for i in range(5):
@@ -326,8 +331,8 @@ def test_twenty_postgresql_tables_through_debezium_equal_their_delta_tables(
         if k % 5 == 0:  # every fifth table is truncated, then gets one new row
             pg.execute(f"TRUNCATE {t}")
             pg.execute(f"INSERT INTO {t} VALUES (7, 'after', 7)")
-    published = 20 * 5 + 20 * (1 + 2 + 3 + 1) + 4 * 2
-    dbz.wait_published(published, timeout=90)
+    published = count * 5 + count * (1 + 2 + 3 + 1) + len(tables[::5]) * 2
+    dbz.wait_published(published, timeout=90 + 3 * count)
     configs = ",\n".join(
         f'{{ schema = {{ table = "public.{t}", fields {{ id = int, v = string, n = bigint }}, '
         f"primaryKey {{ name = pk, columnNames = [id] }} }} }}"
@@ -345,9 +350,12 @@ sink {{ Delta {{ plugin_input = cdc, path = "${{work}}/wh/${{table_name}}", save
         assert _delta_rows(spark, ran, t, ["id", "v", "n"]) == _pg_rows(pg, t), t
     assert _pg_rows(pg, "t05") == [(7, "after", 7)]
     assert not (ran.work / "checkpoints" / "twenty" / "_dead_letter").exists()
+    merges = sum((merge_paths(ran.work / "wh" / t) for t in tables), Counter())
+    assert merges["one job"] >= len(tables) and merges["delta"] == 0, merges  # every table, every epoch: one job
     request.node.user_properties.append(
         ("ran", f"{len(tables)} PostgreSQL tables, {published} Debezium records (snapshot, updates, deletes, "
-                "key changes, 4 truncates) in one topic pattern, every Delta table equal to PostgreSQL"))
+                f"key changes, {len(tables[::5])} truncates) in one topic pattern, {merges['one job']} one-job MERGE "
+                "commits, every Delta table equal to PostgreSQL"))
 
 
 def test_committed_epochs_move_the_consumer_group_and_group_offsets_start_a_new_checkpoint_there(
