@@ -1366,6 +1366,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", choices=KINDS + ("soak",), action="append",
                    help="run only these rows; 'soak' (not in a full run: about an hour) writes its own section")
     p.add_argument("--soak-epochs", type=int, default=2000, help="epochs of the soak run (default 2000)")
+    p.add_argument("--cdc-tables", default="10,100",
+                   help="table counts of the CDC-at-database-scale rows (cdcscale), comma-separated (default 10,100)")
     p.add_argument("--out", default=str(ROOT / "bench" / "RESULTS.md"))
     args = p.parse_args(argv)
 
@@ -1423,7 +1425,7 @@ def main(argv: list[str] | None = None) -> int:
         if "cdc" in only:
             bench_cdc_apply(b, min(args.rows, 200_000), args.repeat_long)
         if "cdcscale" in only:
-            bench_cdc_scale(b, args.repeat_long)
+            bench_cdc_scale(b, args.repeat_long, [int(n) for n in args.cdc_tables.split(",")])
         if "kafka" in only:
             bench_kafka_append(b, min(args.rows, 1_000_000), args.repeat_long)
         if "s3a" in only:

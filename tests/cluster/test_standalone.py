@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 import shutil
 import subprocess
 from pathlib import Path
@@ -304,3 +305,35 @@ sink {
     assert sorted((r.id, r.qty) for r in rows) == sorted((i, f * per_file + i) for f in range(files) for i in range(per_file))
     state = spark.read.format("delta").load(str(tmp_path / "state")).collect()
     assert sorted((r.id, r.name) for r in state) == [(i, f"v{files - 1}") for i in range(per_file)]
+
+
+def test_the_one_job_merge_runs_on_the_workers_and_equals_delta_merge_per_table(cluster, tmp_path, spark):
+    """A multi-table CDC upsert (source order, tombstones) submitted to the
+    cluster: its epochs go through the one-job MERGE, whose tasks read and
+    write every table on the workers' executors; the same job with a Delta
+    MERGE per table (STREAMING_ENGINE_DELTA_MERGE=per_table) gives the same tables."""
+    from tests.merge_paths import merge_paths
+
+    cdc = ", ".join(
+        f'{{ schema = {{ table = "db.t{i}", fields {{ id = bigint, name = string }}, '
+        f"primaryKey {{ name = pk, columnNames = [id] }} }}, row.num = 120, rows.per.batch = 30, "
+        f"cdc = {{ key_column = id, keys = 40, update_ratio = 0.4, delete_ratio = 0.2 }} }}"
+        for i in range(3))
+    got = {}
+    for way in ("one job", "per table"):
+        work = tmp_path / way.replace(" ", "_")
+        (work / "events").mkdir(parents=True)
+        (work / "job.conf").write_text(f"""
+env {{ job.name = merge_on_cluster, job.mode = BATCH, checkpoint.dir = "${{work}}/ck", job.retry.times = 0 }}
+source {{ FakeSource {{ plugin_output = cdc, seed = 9, tables_configs = [ {cdc} ] }} }}
+sink {{ Delta {{ plugin_input = cdc, path = "${{work}}/out/${{table_name}}", save_mode = upsert, source_order_column = _pos }} }}
+""")
+        env = {**ENV, "STREAMING_ENGINE_DELTA_MERGE": "per_table"} if way == "per table" else ENV
+        done = subprocess.run(_argv(work, cluster), capture_output=True, text=True, timeout=600, cwd=work, env=env,
+                              stdin=subprocess.DEVNULL)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        paths = sum((merge_paths(work / "out" / f"t{i}") for i in range(3)), Counter())
+        assert paths[way.replace("per table", "delta")] >= 3 and len(paths) == 1, (way, paths)
+        got[way] = {i: sorted(tuple(r) for r in spark.read.format("delta").load(str(work / "out" / f"t{i}")).collect())
+                    for i in range(3)}
+    assert got["one job"] == got["per table"] and all(got["one job"].values())

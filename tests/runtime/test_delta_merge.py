@@ -16,7 +16,7 @@ from streaming_engine.checkpoint import delta_merge
 TABLES = 3
 
 
-def _job(order: str, epochs: int = 6) -> str:
+def _job(order: str, epochs: int = 4) -> str:
     cdc = ", ".join(
         f'{{ schema = {{ table = "db.t{i}", fields {{ id = bigint, name = string, seq = bigint, score = double }}, '
         f"primaryKey {{ name = pk{i}, columnNames = [id] }} }}, row.num = {epochs * 40}, rows.per.batch = 40, "
