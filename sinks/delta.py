@@ -392,8 +392,7 @@ class Delta(Sink):
         and txn actions as one ``delta_log.append`` per table. Tables it does
         not take are written one by one (returned: those it wrote)."""
         from streaming_engine.checkpoint import delta_log
-        from streaming_engine.runtime import faults, rows
-        from streaming_engine.runtime.context import CommitRecord
+        from streaming_engine.runtime import rows
 
         o = self.options
         if ctx.envelope is None or o.partition_by or not delta_log.one_job_available(ctx.spark):
@@ -409,21 +408,28 @@ class Delta(Sink):
         ]
         if len(slices) < 2:
             return {}
-        written, refused = delta_log.append_tables(
-            ctx.spark, batch, slices, ctx.batch_id, ctx.log_parallelism,
+        return self._one_job(ctx, tables, delta_log.append_tables, slices, "Delta table written on its own")
+
+    def _one_job(self, ctx: Any, tables: list[TableSchema], write: Any, slices: list, refused_as: str) -> dict[str, Any]:
+        """Run a one-job write (``write(spark, batch, slices, epoch, parallelism,
+        before_commit, after_commit)``: ``delta_log.append_tables`` or
+        ``delta_merge.merge_tables``) with the sink's fault points; the commit
+        record of each table it wrote (the others are logged and written one by one)."""
+        from streaming_engine.runtime import faults
+        from streaming_engine.runtime.context import CommitRecord
+
+        written, refused = write(
+            ctx.spark, ctx.envelope[0], slices, ctx.batch_id, ctx.log_parallelism,
             before_commit=lambda: faults.maybe_crash("sink_files_written", ctx.batch_id, ctx.sink_uid),
             after_commit=lambda: faults.maybe_crash("sink_table_committed", ctx.batch_id, ctx.sink_uid),
         )
         for table_id, reason in refused.items():
-            log.info("Delta table written on its own", extra={"table": table_id, "reason": reason})
-        out = {}
-        for t in tables:
-            if t.table_id in written:
-                done = written[t.table_id]
-                out[t.table_id] = CommitRecord(
-                    ctx.sink_uid, t.table_id, self.target_for(t), done.rows, done.version, done.skipped, done.seconds
-                )
-        return out
+            log.info(refused_as, extra={"table": table_id, "reason": reason})
+        return {
+            t.table_id: CommitRecord(ctx.sink_uid, t.table_id, self.target_for(t), done.rows, done.version,
+                                     done.skipped, done.seconds)
+            for t in tables if (done := written.get(t.table_id)) is not None
+        }
 
     def _merge_in_one_job(self, ctx: Any, tables: list[TableSchema]) -> dict[str, Any]:
         """Upserts of the tables of ONE multi-table source batch: one Spark job
@@ -434,8 +440,7 @@ class Delta(Sink):
         from pyspark.sql.types import LongType, StructField, StructType
 
         from streaming_engine.checkpoint import delta_merge
-        from streaming_engine.runtime import faults, rows
-        from streaming_engine.runtime.context import CommitRecord
+        from streaming_engine.runtime import rows
 
         o = self.options
         if (o.path is None or o.stored_as_scd_type != 1 or not delta_merge.available(ctx.spark)
@@ -463,18 +468,7 @@ class Delta(Sink):
             ))
         if not slices:
             return {}
-        written, refused = delta_merge.merge_tables(
-            ctx.spark, batch, slices, ctx.batch_id, ctx.log_parallelism,
-            before_commit=lambda: faults.maybe_crash("sink_files_written", ctx.batch_id, ctx.sink_uid),
-            after_commit=lambda: faults.maybe_crash("sink_table_committed", ctx.batch_id, ctx.sink_uid),
-        )
-        for table_id, reason in refused.items():
-            log.info("Delta table merged on its own", extra={"table": table_id, "reason": reason})
-        return {
-            t.table_id: CommitRecord(ctx.sink_uid, t.table_id, self.target_for(t), done.rows, done.version,
-                                     done.skipped, done.seconds)
-            for t in tables if (done := written.get(t.table_id)) is not None
-        }
+        return self._one_job(ctx, tables, delta_merge.merge_tables, slices, "Delta table merged on its own")
 
     def _target(self, table: TableSchema) -> Any:
         from streaming_engine.checkpoint import delta_txn

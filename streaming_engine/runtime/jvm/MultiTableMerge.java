@@ -790,26 +790,15 @@ public final class MultiTableMerge {
         }
         txn.readWholeTable();
         txn.trackFilesRead(CollectionConverters.asScala(read).toList());
-        scala.collection.mutable.HashMap<String, org.apache.spark.sql.execution.metric.SQLMetric> metrics =
-            new scala.collection.mutable.HashMap<>();
-        JsonNode values = new ObjectMapper().readTree(metricsJson);
-        Iterator<Map.Entry<String, JsonNode>> it = values.fields();
+        Map<String, Long> metrics = new HashMap<>();
+        Iterator<Map.Entry<String, JsonNode>> it = new ObjectMapper().readTree(metricsJson).fields();
         while (it.hasNext()) {
             Map.Entry<String, JsonNode> e = it.next();
-            org.apache.spark.sql.execution.metric.SQLMetric m =
-                org.apache.spark.sql.execution.metric.SQLMetrics.createMetric(spark.sparkContext(), e.getKey());
-            m.set(e.getValue().asLong());
-            metrics.put(e.getKey(), m);
+            metrics.put(e.getKey(), e.getValue().asLong());
         }
-        long[] computed = {removed.length, removedBytes};
-        String[] names = {"numTargetFilesRemoved", "numTargetBytesRemoved"};
-        for (int k = 0; k < names.length; k++) {
-            org.apache.spark.sql.execution.metric.SQLMetric m =
-                org.apache.spark.sql.execution.metric.SQLMetrics.createMetric(spark.sparkContext(), names[k]);
-            m.set(computed[k]);
-            metrics.put(names[k], m);
-        }
-        txn.registerSQLMetrics(spark, metrics.toMap(scala.$less$colon$less$.MODULE$.refl()));
+        metrics.put("numTargetFilesRemoved", (long) removed.length);
+        metrics.put("numTargetBytesRemoved", removedBytes);
+        MultiTableWrite.registerMetrics(spark, txn, metrics);
         List<DeltaOperations.MergePredicate> matched = new ArrayList<>();
         matched.add(new DeltaOperations.MergePredicate(Option.apply(matchedDelete), "delete"));
         matched.add(new DeltaOperations.MergePredicate(Option.apply(matchedUpdate), "update"));

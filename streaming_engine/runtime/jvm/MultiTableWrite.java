@@ -114,23 +114,30 @@ public final class MultiTableWrite {
      */
     public static long commit(SparkSession spark, OptimisticTransaction txn, String actionJsons,
                               long files, long rows, long bytes, Object operation) {
-        scala.collection.mutable.HashMap<String, org.apache.spark.sql.execution.metric.SQLMetric> metrics =
-            new scala.collection.mutable.HashMap<>();
-        long[] values = {files, rows, bytes};
-        String[] names = {"numFiles", "numOutputRows", "numOutputBytes"};
-        for (int k = 0; k < names.length; k++) {
-            org.apache.spark.sql.execution.metric.SQLMetric m =
-                org.apache.spark.sql.execution.metric.SQLMetrics.createMetric(spark.sparkContext(), names[k]);
-            m.add(values[k]);
-            metrics.put(names[k], m);
-        }
-        txn.registerSQLMetrics(spark, metrics.toMap(scala.$less$colon$less$.MODULE$.refl()));
+        Map<String, Long> metrics = new HashMap<>();
+        metrics.put("numFiles", files);
+        metrics.put("numOutputRows", rows);
+        metrics.put("numOutputBytes", bytes);
+        registerMetrics(spark, txn, metrics);
         List<org.apache.spark.sql.delta.actions.Action> actions = new ArrayList<>();
         for (String json : actionJsons.split("\n")) {
             actions.add(org.apache.spark.sql.delta.actions.Action$.MODULE$.fromJson(json));
         }
         return txn.commit(CollectionConverters.asScala(actions).toList(),
             (org.apache.spark.sql.delta.DeltaOperations.Operation) operation);
+    }
+
+    /** Registers the commit's operationMetrics (Delta keeps those its operation names). */
+    static void registerMetrics(SparkSession spark, OptimisticTransaction txn, Map<String, Long> values) {
+        scala.collection.mutable.HashMap<String, org.apache.spark.sql.execution.metric.SQLMetric> metrics =
+            new scala.collection.mutable.HashMap<>();
+        for (Map.Entry<String, Long> e : values.entrySet()) {
+            org.apache.spark.sql.execution.metric.SQLMetric m =
+                org.apache.spark.sql.execution.metric.SQLMetrics.createMetric(spark.sparkContext(), e.getKey());
+            m.set(e.getValue());
+            metrics.put(e.getKey(), m);
+        }
+        txn.registerSQLMetrics(spark, metrics.toMap(scala.$less$colon$less$.MODULE$.refl()));
     }
 
     /** What each task runs: route rows by table id, one open file at a time (rows arrive grouped by table). */
