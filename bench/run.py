@@ -216,7 +216,8 @@ class Bench:
             rel = table.relative_to(root).as_posix()
             df = self.spark.read.format("delta").load(f"{self.store(work)}/{rel}")
             cols = sorted(c for c in df.columns if not c.startswith("_"))
-            n, total = df.agg(F.count("*"), F.sum(F.xxhash64(*cols)) if cols else F.lit(0)).first()
+            # (a sum of 64-bit hashes overflows a bigint: ANSI mode fails it; decimal(38) holds it)
+            n, total = df.agg(F.count("*"), F.sum(F.xxhash64(*cols).cast("decimal(38,0)")) if cols else F.lit(0)).first()
             out[rel] = (int(n), int(total or 0))
         return out
 
