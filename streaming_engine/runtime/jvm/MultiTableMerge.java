@@ -173,6 +173,7 @@ public final class MultiTableMerge {
     /** Drop the file lists (a run ended: the next one reads the tables again). */
     public static void forget() {
         FILES.clear();
+        LOCKS.clear();  // (one per table ever written: a driver running job after job would keep them all)
     }
 
     /** Whether any of the files carries a deletion vector (not read here: such tables MERGE through Delta). */
