@@ -166,12 +166,14 @@ def _job_id(value: Any, name: str = "jobId") -> str:
 def _format(fmt: str | None, content_type: str | None) -> str:
     if fmt:
         fmt = fmt.strip().lower()
-        if fmt not in ("json", "hocon"):
-            raise ApiError(400, "API.BAD_PARAMETER", {"name": "format", "detail": "must be json or hocon"})
+        if fmt not in ("json", "hocon", "yaml"):
+            raise ApiError(400, "API.BAD_PARAMETER", {"name": "format", "detail": "must be json, hocon or yaml"})
         return fmt
     media = (content_type or "").split(";")[0].strip().lower()
     if media in ("text/plain", "application/hocon", "text/hocon"):
         return "hocon"
+    if media in ("application/yaml", "application/x-yaml", "text/yaml"):
+        return "yaml"
     return "json"  # SeaTunnel's default
 
 

@@ -154,8 +154,15 @@ class JobMaster:
         self._move(self.state, J.SCHEDULED, cause,
                    detail={"restored_from": restore, "changes": self.restored.allowed} if self.restored else None)
         try:
-            result = execute(self.job, self.spark_master, spark, self.bus, stop_after_epochs, timeout_s,
-                             count_rows=count_rows, stop=self.stop, savepoint=self.savepoint)
+            try:
+                result = execute(self.job, self.spark_master, spark, self.bus, stop_after_epochs, timeout_s,
+                                 count_rows=count_rows, stop=self.stop, savepoint=self.savepoint)
+            except Exception as e:  # noqa: BLE001 - the run broke: its end state is still recorded, with the cause
+                log.exception("the run failed", extra={"job_id": self.job_id})
+                result = JobResult("FAILED", f"the run failed: {type(e).__name__}: {e}")
+                for m in self.pipelines.values():
+                    if not m.state.terminal:
+                        self._end(m, P.CANCELED, "the run failed")
             saved = self._save(spark) if result.status == "SAVEPOINT_DONE" else None
             return self._finish(result, saved)  # the end state recorded before the lease is given back
         finally:
@@ -226,6 +233,8 @@ class JobMaster:
             self.bug = self.bug or e
             end = J.FAILED
         error = result.error
+        if result.status == "FAILED":  # the run failed beside its pipelines (its supervisor, the session)
+            end = J.FAILED
         if self.lost is not None:
             end, error = J.FAILED, str(self.lost)
         if isinstance(saved, Exception):

@@ -566,7 +566,36 @@ def _short(e: Exception) -> str:
     pattern = re.compile(r"^[A-Za-z_.$]*(Error|Exception|Failure)\b[^:]*:\s*\S")
     errors = [ln for ln in lines if pattern.match(ln) and "Py4JJavaError" not in ln]
     best = errors[-1] if errors else (lines[0] if lines else "")
-    return f"{type(e).__name__}: {best}"
+    state = _sql_state(e)
+    tail = f" (SQLSTATE: {state})" if state and "SQLSTATE" not in best else ""
+    return f"{type(e).__name__}: {best}{tail}"
+
+
+def _sql_state(e: BaseException) -> str | None:
+    """The SQLSTATE of a Spark or Delta error, from pyspark's exception or the
+    Java exception behind a py4j error (its first cause that has one): it says
+    whether a restart can heal it (``restart.retriable``)."""
+    get = getattr(e, "getSqlState", None)
+    if callable(get):
+        try:
+            return get() or None
+        except Exception:  # noqa: BLE001 - no state is an answer
+            return None
+    j = getattr(e, "java_exception", None)
+    for _ in range(8):
+        if j is None:
+            return None
+        try:
+            state = j.getSqlState()
+            if state:
+                return str(state)
+        except Exception:  # noqa: BLE001 - not a SparkThrowable: look at its cause
+            pass
+        try:
+            j = j.getCause()
+        except Exception:  # noqa: BLE001
+            return None
+    return None
 
 
 def _in_background(fn, *args) -> "Future[Any]":

@@ -22,6 +22,7 @@ independently. Errors no restart can heal (:func:`retriable`) never restart.
 from __future__ import annotations
 
 import random
+import re
 from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -32,17 +33,34 @@ if TYPE_CHECKING:  # pragma: no cover
 STRATEGIES = ("fixed-delay", "exponential-delay", "failure-rate", "none")
 
 # Errors a restart cannot heal: the same input or setting fails the same way
-# again (an assertion, the config, a schema conflict, a checkpoint behind its
-# targets, credentials or permissions).
-_NOT_RETRIABLE = (
-    "ASSERT.", "CONFIG.", "SCHEMA.", "CHECKPOINT.", "JOB.", "RUNTIME.NOT_AVAILABLE", "[terminal]",
-    "AuthenticationException", "AuthorizationException", "AccessDeniedException", "AccessControlException",
-    "password authentication failed",
+# again. The engine's own conditions (an assertion, the config, a schema
+# conflict, a checkpoint behind its targets, the control plane), Spark's and
+# Delta's errors whose SQLSTATE says so (class 42: the query cannot be analysed
+# against the table, e.g. a column Delta's schema lacks; class 22: a data
+# exception, which the replayed epoch's same rows raise again, e.g. Delta's
+# DELTA_FAILED_TO_MERGE_FIELDS when a column's type conflicts with the
+# target's; class 28: invalid authorization), and credentials or permissions
+# refused by a client library.
+_NOT_RETRIABLE_CONDITIONS = ("ASSERT.", "CONFIG.", "SCHEMA.", "CHECKPOINT.", "JOB.", "RUNTIME.NOT_AVAILABLE")
+_NOT_RETRIABLE_SQLSTATES = ("42", "22", "28")
+_NOT_RETRIABLE_CAUSES = (
+    "[terminal]", "AuthenticationException", "AuthorizationException", "AccessDeniedException",
+    "AccessControlException", "password authentication failed",
 )
+_CONDITION = re.compile(r"\[([A-Z][A-Z_]*(?:\.[A-Z_]+)+)\]")
+_SQLSTATE = re.compile(r"SQLSTATE:?\s*([0-9A-Z]{5})")
 
 
-def retriable(message: str) -> bool:
-    return not any(m in message for m in _NOT_RETRIABLE)
+def retriable(message: str, job_name: str = "") -> bool:
+    """Whether a restart may heal the failure ``message`` (a pipeline's error
+    text). The job's name is left out of the look: a job called ``CONFIG.x``
+    still restarts."""
+    text = message.replace(job_name, "") if job_name else message
+    if any(c.startswith(_NOT_RETRIABLE_CONDITIONS) for c in _CONDITION.findall(text)):
+        return False
+    if any(s.startswith(_NOT_RETRIABLE_SQLSTATES) for s in _SQLSTATE.findall(text)):
+        return False
+    return not any(m in text for m in _NOT_RETRIABLE_CAUSES)
 
 
 @dataclass

@@ -132,6 +132,9 @@ def execute(
         status, error = _supervise(bus, running, epochs, stop, stop_after_epochs, timeout_s, savepoint)
     except EngineError as e:
         status, error = "FAILED", str(e)
+    except Exception as e:  # noqa: BLE001 - a bug of the supervisor: the job fails, said why; never a silent end
+        log.exception("the job's supervisor failed", extra={"job": dag.job_name})
+        status, error = "FAILED", f"the engine's supervisor failed: {type(e).__name__}: {e}"
     finally:
         for item in running:
             if item.query is not None and item.query.isActive:
@@ -238,7 +241,7 @@ def _launch(bus: EventBus, item: _Running) -> bool:
 def _failed(bus: EventBus, item: _Running, message: str) -> bool:
     """The pipeline failed: schedule its restart, or (True) end it FAILED."""
     r = item.runner
-    delay = item.restarts.on_failure(time.monotonic()) if restart.retriable(message) else None
+    delay = item.restarts.on_failure(time.monotonic()) if restart.retriable(message, r.dag.job_name) else None
     bus.publish(PipelineFailed(r.dag.job_name, r.pipeline.key, item.attempt, message, delay))
     if delay is None:
         item.error = message

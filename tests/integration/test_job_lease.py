@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -70,6 +71,7 @@ def test_a_second_run_is_refused_naming_the_holder_and_a_killed_holder_does_not_
         said = second.stdout + second.stderr
         assert "JOB.ALREADY_RUNNING" in said, said[-3000:]
         assert f"pid {first.pid}" in said and f"job id {first_id}" in said and socket.gethostname() in said, said[-3000:]
+        assert re.search(r"\) since \d{4}-\d\d-\d\d", said), said[-3000:]  # held since when
     finally:
         os.killpg(first.pid, signal.SIGKILL)  # the holder dies without releasing its lease
         first.wait(timeout=60)

@@ -299,6 +299,30 @@ def test_restricted_mode_refuses_a_python_transform(server):
     assert s.call("GET", "/running-jobs").json == []
 
 
+def test_jobs_submitted_as_yaml_and_as_json_run_to_their_end(server, work, tmp_path):
+    """``run --async`` of a .yaml job file (sent as YAML) and a JSON body (SeaTunnel's default format)."""
+    s: Server = server["server"]
+    yaml_job = tmp_path / "job.yaml"
+    yaml_job.write_text(
+        "env: {job.name: api_yaml, job.mode: BATCH}\n"
+        "source:\n  - plugin_name: FakeSource\n    plugin_output: src\n    row.num: 7\n"
+        "    schema: {fields: {id: bigint, name: string}}\n"
+        f"sink:\n  - plugin_name: Delta\n    plugin_input: src\n    path: {work}/out/yaml\n")
+    submitted = _cli(work, "run", "--async", "-c", str(yaml_job), "--server", s.url)
+    assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+    by_yaml = submitted.stdout.strip()
+    json_job = {"env": {"job.name": "api_json", "job.mode": "BATCH"},
+                "source": [{"plugin_name": "FakeSource", "plugin_output": "src", "row.num": 4,
+                            "schema": {"fields": {"id": "bigint"}}}],
+                "sink": [{"plugin_name": "Delta", "plugin_input": "src", "path": f"{work}/out/json"}]}
+    r = s.call("POST", "/submit-job", json.dumps(json_job), headers={"Content-Type": "application/json"})
+    assert r.status == 200 and r.json["jobName"] == "api_json", r.text
+    for job_id, name, rows in ((by_yaml, "yaml", 7), (r.json["jobId"], "json", 4)):
+        done = s.wait_for(job_id, lambda j: j["jobStatus"] not in ("CREATED", "PENDING", "SCHEDULED", "RUNNING"))
+        assert done["jobStatus"] == "FINISHED", done
+        assert _delta_rows(work / "out" / name) == rows
+
+
 def test_a_streaming_job_runs_reports_progress_stops_with_a_savepoint_and_is_listed_finished(server, work):
     s: Server = server["server"]
     # the canary job runs meanwhile (it ends FAILED: no Kafka broker listens); checked by the next test

@@ -76,8 +76,12 @@ def _start(spark, tmp_path, restart: str):
 
 
 def test_a_pipeline_recovers_from_three_failures_while_the_other_commits_and_the_fourth_fails_the_job(spark, tmp_path):
+    from streaming_engine.metrics.prometheus import PrometheusMetrics
+
     master, watch, thread, out, table_a, pa, pb = _start(
         spark, tmp_path, "job.retry.times = 3, job.retry.interval.seconds = 2")
+    metrics = PrometheusMetrics(port=None)
+    metrics.attach(master.bus)  # what a scrape of the job's metrics would count
     watch.wait(lambda e: type(e).__name__ == "EpochCommitted" and e.pipeline == pa)
     for i in range(1, 4):
         inject(table_a)
@@ -95,6 +99,9 @@ def test_a_pipeline_recovers_from_three_failures_while_the_other_commits_and_the
     result = out["result"]
     assert result.status == "FAILED" and "injected failure" in str(result.error)
     assert [e.restart_in is None for _, e in watch.of("PipelineFailed", pa)] == [False, False, False, True]
+    restarts = lambda p: metrics.registry.get_sample_value(  # noqa: E731
+        "streaming_engine_pipeline_restarts_total", {"job": master.name, "pipeline": p})
+    assert restarts(pa) == 3 and not restarts(pb)
 
     rows = history.jobs(spark, master.history_path, job_id=master.job_id)
     assert len(rows) == 1 and rows[0]["state"] == "FAILED" and "injected failure" in rows[0]["error"], rows
@@ -105,6 +112,16 @@ def test_a_pipeline_recovers_from_three_failures_while_the_other_commits_and_the
     assert of("job")[-3:] == [("SCHEDULED", "RUNNING"), ("RUNNING", "FAILING"), ("FAILING", "FAILED")]
     end = next(r for r in moves if r["entity"] == "job" and r["state"] == "FAILED")
     assert "injected failure" in end["cause"] and '"restarts"' in end["detail"]
+    # the submission's row: the config's hash and the three plans as JSON
+    import json
+
+    from streaming_engine.control.master import config_hash, plans
+
+    created = next(r for r in moves if r["entity"] == "job" and r["state"] == "CREATED")
+    assert created["config_hash"] == config_hash(master.job) and len(created["config_hash"]) == 16
+    recorded = json.loads(created["detail"])["plans"]
+    assert recorded == json.loads(json.dumps(plans(master.job)))
+    assert {"logical", "execution", "physical"} <= set(recorded), set(recorded)
 
     # every restart replayed its failed epoch from the checkpoint: each epoch of each sink once in the ledger
     ledger = spark.read.format("delta").load(str(tmp_path / "ck" / master.name / "_ledger")).collect()
@@ -131,3 +148,108 @@ def test_a_stop_is_heard_while_a_restart_waits(spark, tmp_path):
     assert [(r["previous"], r["state"]) for r in moves if r["entity"] == pa][-2:] == [("CREATED", "CANCELING"),
                                                                                      ("CANCELING", "CANCELED")]
     assert [r["state"] for r in moves if r["entity"] == "job"][-2:] == ["CANCELING", "CANCELED"]
+
+
+ONE = """
+env {{ job.name = {name}, job.mode = STREAMING, checkpoint.interval = 300, checkpoint.dir = "${{work}}/ck",
+      job.retry.times = 3, job.retry.interval.seconds = 1 }}
+source {{ FakeSource {{ plugin_output = a, table-names = ["db.{table}"], row.num = 1000000, rows.per.batch = 3, seed = 1,
+                      schema = {{ fields {{ id = bigint, v = string }} }} }} }}
+sink {{ Delta {{ plugin_input = a, path = "${{work}}/out" }} }}
+"""
+
+
+def _run_once(spark, tmp_path, token: str, stop_after: int | None = None):
+    job = compile_text(ONE.format(name=f"noheal_{token}", table=f"t_{token}"), variables={"work": str(tmp_path)},
+                       file="job.conf")
+    master = JobMaster(job)
+    watch = Watch(master)
+    if stop_after is not None:
+        master.bus.subscribe(lambda e: type(e).__name__ == "EpochCommitted" and e.epoch >= stop_after
+                             and master.stop.set())
+    return master, watch, master.run(spark=spark, timeout_s=300)
+
+
+def _failed_once_for_good(spark, master, watch, result, cause: str) -> None:
+    assert result.status == "FAILED" and cause in str(result.error), result
+    failures = [e for _, e in watch.of("PipelineFailed")]
+    assert len(failures) == 1 and failures[0].restart_in is None, [(e.attempt, e.error) for e in failures]
+    moves = history.transitions(spark, master.history_path, master.job_id)
+    assert not [r for r in moves if r["state"] == "CREATED" and r["previous"] == "FAILING"], "it restarted"
+    assert cause in history.jobs(spark, master.history_path, job_id=master.job_id)[0]["error"]
+
+
+def test_a_schema_conflict_with_the_target_fails_the_job_without_a_restart(spark, tmp_path):
+    # the target exists with another type for `id`: Delta refuses the write (DELTA_FAILED_TO_MERGE_FIELDS,
+    # SQLSTATE class 22), every time
+    spark.createDataFrame([("x", 1)], "id string, w int").write.format("delta").save(str(tmp_path / "out"))
+    master, watch, result = _run_once(spark, tmp_path, uuid.uuid4().hex[:8])
+    _failed_once_for_good(spark, master, watch, result, "DELTA_FAILED_TO_MERGE_FIELDS")
+
+
+def test_a_checkpoint_behind_its_targets_fails_the_job_without_a_restart(spark, tmp_path):
+    import shutil
+
+    token = uuid.uuid4().hex[:8]
+    first, _, done = _run_once(spark, tmp_path, token, stop_after=1)
+    assert done.status in ("CANCELED", "FINISHED"), done
+    lost = [d.parent for d in (tmp_path / "ck").rglob("offsets")]  # the query's checkpoint is lost
+    assert len(lost) == 1, lost
+    shutil.rmtree(lost[0])
+    master, watch, result = _run_once(spark, tmp_path, token)
+    _failed_once_for_good(spark, master, watch, result, "CHECKPOINT.BEHIND_TARGETS")
+
+
+def _run_in_thread(spark, tmp_path):
+    token = uuid.uuid4().hex[:8]
+    job = compile_text(ONE.format(name=f"bug_{token}", table=f"t_{token}"), variables={"work": str(tmp_path)},
+                       file="job.conf")
+    master = JobMaster(job)
+    watch = Watch(master)
+    out: dict = {}
+    thread = threading.Thread(target=lambda: out.setdefault("result", master.run(spark=spark, timeout_s=300)))
+    thread.start()
+    watch.wait(lambda e: type(e).__name__ == "EpochCommitted")
+    return master, watch, thread, out
+
+
+def _history_says(spark, master, cause: str) -> None:
+    row = history.jobs(spark, master.history_path, job_id=master.job_id)[0]
+    assert row["state"] == "FAILED" and cause in row["error"], row
+    moves = history.transitions(spark, master.history_path, master.job_id)
+    assert [r["state"] for r in moves if r["entity"] == "job"][-2:] == ["FAILING", "FAILED"]
+    assert all(r["state"] in ("CANCELED", "FAILED", "FINISHED") for r in moves
+               if r["entity"] != "job" and r["seq"] == max(x["seq"] for x in moves if x["entity"] == r["entity"]))
+
+
+def test_a_failure_of_the_supervisor_itself_fails_the_job_with_its_cause_in_the_history(spark, tmp_path, monkeypatch):
+    from streaming_engine.runtime import runner
+
+    broken = threading.Event()
+    real = runner._report_progress
+
+    def report(bus, item):
+        if broken.is_set():
+            raise ZeroDivisionError("supervisor drill")
+        return real(bus, item)
+
+    monkeypatch.setattr(runner, "_report_progress", report)
+    master, watch, thread, out = _run_in_thread(spark, tmp_path)
+    broken.set()
+    thread.join(timeout=120)
+    assert not thread.is_alive()
+    assert out["result"].status == "FAILED" and "ZeroDivisionError: supervisor drill" in out["result"].error
+    _history_says(spark, master, "supervisor drill")
+
+
+def test_an_illegal_transition_while_the_job_runs_ends_it_failed_with_the_bug_in_the_history(spark, tmp_path):
+    from streaming_engine.runtime.events import PipelineStarted
+
+    master, watch, thread, out = _run_in_thread(spark, tmp_path)
+    key = next(iter(master.pipelines))
+    master.bus.publish(PipelineStarted(master.name, key, "nowhere", 0))  # RUNNING -> RUNNING: a control-plane bug
+    assert master.bug is not None and master.bug.condition == "JOB.ILLEGAL_TRANSITION"
+    master.request_stop()
+    thread.join(timeout=120)
+    assert out["result"].status == "FAILED" and "JOB.ILLEGAL_TRANSITION" in out["result"].error
+    _history_says(spark, master, "JOB.ILLEGAL_TRANSITION")

@@ -139,9 +139,22 @@ def test_exponential_delay_grows_to_its_maximum_with_jitter_and_resets_after_a_q
     ("[SCHEMA.INCOMPATIBLE] table 't' is not compatible", False),
     ("org.apache.kafka.common.errors.SaslAuthenticationException: Authentication failed", False),
     ("FATAL: password authentication failed for user \"x\"", False),
+    # Spark's and Delta's errors by their SQLSTATE class: 42 (analysis), 22 (data, e.g. a type conflict), 28 never heal
+    ("RuntimeFailure: [RUNTIME.FAILED] job j, pipeline-1, epoch 0: AnalysisException: [_LEGACY_ERROR_TEMP_DELTA_0007] "
+     "A schema mismatch detected when writing to the Delta table (SQLSTATE: 42KDG)", False),
+    ("AnalysisException: [UNRESOLVED_COLUMN.WITH_SUGGESTION] A column ... cannot be resolved. SQLSTATE: 42703", False),
+    ("AnalysisException: [DELTA_FAILED_TO_MERGE_FIELDS] Failed to merge fields 'id' and 'id' (SQLSTATE: 22005)", False),
+    ("[DELTA_CONCURRENT_APPEND.WITHOUT_HINT] ConcurrentAppendException: Files were added (SQLSTATE: 2D521)", True),
 ])
 def test_errors_that_cannot_heal_never_restart(message, heals):
     assert restart.retriable(message) is heals
+
+
+def test_the_job_name_does_not_decide_whether_a_failure_heals():
+    name = "AccessDeniedException_drill"
+    message = f"RuntimeFailure: [RUNTIME.FAILED] job {name}, pipeline-1, epoch 3: connection reset"
+    assert restart.retriable(message) is False  # what a look at the whole text would say
+    assert restart.retriable(message, name) is True
 
 
 def test_restart_options_are_validated():

@@ -96,3 +96,21 @@ def test_a_kafka_table_on_a_topic_already_read_or_a_changed_topic_or_a_removed_t
     moved = A.replace("topic = ta", "topic = tz")
     assert any("'db.a' reads other topics now" in r for r in diff(_kafka(A), _kafka(moved)).refused)
     assert any("'db.b' is gone" in r for r in diff(_kafka(A, B), _kafka(A)).refused)
+
+
+def test_a_changed_ordering_of_an_upsert_sink_is_refused():
+    seq = diff(_plans(), _plans(sink=BASE["sink"].replace("primary_key = [id]", "primary_key = [id], sequence_column = qty")))
+    assert any("'sequence_column' changed from None to 'qty'" in r for r in seq.refused), seq.refused
+    order = diff(_plans(), _plans(sink=BASE["sink"].replace("primary_key = [id]",
+                                                            "primary_key = [id], source_order_column = __order")))
+    assert any("'source_order_column' changed" in r for r in order.refused), order.refused
+
+
+def test_columns_added_or_removed_at_a_sink_are_allowed_and_reported():
+    fewer = diff(_plans(), _plans(
+        transform='Sql { plugin_input = src, plugin_output = kept, query = "select id from src where qty > 1" }'))
+    assert fewer.refused == []
+    assert any("columns ['id', 'qty'] -> ['id']" in a for a in fewer.allowed), fewer.allowed
+    more = diff(_plans(), _plans(
+        transform='Sql { plugin_input = src, plugin_output = kept, query = "select *, qty * 2 as q2 from src" }'))
+    assert more.refused == [] and any("-> ['id', 'qty', 'q2']" in a for a in more.allowed), more.allowed
