@@ -296,7 +296,17 @@ def test_restricted_mode_refuses_a_python_transform(server):
     problem = r.json["problems"][0]
     assert problem["condition"] == "CONFIG.RESTRICTED" and problem["location"]["plugin"] == "Python"
     assert problem["location"]["line"] == 3 and "--allow-unrestricted" in problem["message"]
+    files = ("env { job.name = files, job.mode = BATCH }\n"
+             "source { LocalFile { plugin_output = src, path = \"/etc\", file_format_type = text } }\n"
+             "sink { Console { plugin_input = src } }\n")
+    r = s.call("POST", "/submit-job", files, headers={"Content-Type": "text/plain"})
+    assert r.status == 400, r.text
+    problem = r.json["problems"][0]
+    assert problem["condition"] == "CONFIG.RESTRICTED" and problem["location"]["plugin"] == "LocalFile"
+    assert "reading local files" in problem["message"]
     assert s.call("GET", "/running-jobs").json == []
+    # and the server listens on the loopback interface only, as it does unless told otherwise (--host)
+    assert "API serving on http://127.0.0.1:" in s.log.read_text() and "restricted jobs" in s.log.read_text()
 
 
 def test_jobs_submitted_as_yaml_and_as_json_run_to_their_end(server, work, tmp_path):
@@ -385,6 +395,24 @@ def test_a_streaming_job_runs_reports_progress_stops_with_a_savepoint_and_is_lis
     assert job_id not in [j["jobId"] for j in s.call("GET", "/finished-jobs/FAILED").json]
     assert job_id not in [j["jobId"] for j in s.call("GET", "/running-jobs").json]
 
+    # run --async --restore (isStartWithSavePoint): the job continues from its savepoint, nothing twice
+    restored = _cli(work, "run", "--async", "-c", str(job), "-n", "api_stream", "--restore", job_id, "--server", s.url)
+    assert restored.returncode == 0, restored.stdout + restored.stderr
+    again_id = restored.stdout.strip()
+    assert again_id.isdigit() and again_id != job_id
+    on = s.wait_for(again_id, lambda j: j["jobStatus"] not in ("CREATED", "PENDING", "SCHEDULED", "RUNNING")
+                    or j["pipelines"]["src"]["epochs"] >= 2)
+    assert on["jobStatus"] == "RUNNING" and on["isStartWithSavePoint"] and on["restoredFrom"] == job_id, on
+    assert s.call("POST", "/stop-job", json.dumps({"jobId": again_id, "isStopWithSavePoint": True})).status == 200
+    after = s.wait_for(again_id, lambda j: j["jobStatus"] in ("SAVEPOINT_DONE", "CANCELED", "FAILED", "FINISHED"))
+    assert after["jobStatus"] == "SAVEPOINT_DONE", json.dumps(after)[:3000]
+    more = _delta_rows(work / "out" / "events")
+    assert more == rows + int(after["metrics"]["SinkWriteCount"]) > rows, (rows, more, after["metrics"])
+    epochs = [json.loads(line)["txn"]["version"] for commit in sorted((work / "out" / "events" / "_delta_log").glob(
+        "*.json")) for line in commit.read_text().splitlines() if '"txn"' in line]
+    assert epochs == list(range(len(epochs))), epochs  # every epoch once, in order, across the two runs
+    server["stream_total"] = more
+
 
 def _history_text(history: Path) -> str:
     """Everything the history table holds: its Parquet files' rows (also of removed files) and its log."""
@@ -456,7 +484,8 @@ def test_after_a_restart_with_tls_the_finished_jobs_and_their_history_are_read_a
 
     info = s.call("GET", f"/job-info/{job_id}").json
     assert info["jobStatus"] == "SAVEPOINT_DONE" and info["finishedTime"] and info["createTime"]
-    assert int(info["metrics"]["SinkWriteCount"]) == server["stream_rows"] == _delta_rows(work / "out" / "events")
+    assert int(info["metrics"]["SinkWriteCount"]) == server["stream_rows"]
+    assert _delta_rows(work / "out" / "events") == server["stream_total"]  # with the restored run's rows
     moves = [(h["entity"], h["from"], h["to"]) for h in info["history"]]
     assert ("job", "SCHEDULED", "RUNNING") in moves and ("job", "RUNNING", "DOING_SAVEPOINT") in moves
     assert ("job", "DOING_SAVEPOINT", "SAVEPOINT_DONE") in moves and ("src", "DEPLOYING", "RUNNING") in moves
