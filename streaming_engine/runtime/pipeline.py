@@ -56,6 +56,8 @@ class PipelineRunner:
     # (sink uid, table id) -> the newest epoch the target held when the query started
     marks: dict[tuple[str, str], int] = field(default_factory=dict)
     targets: dict[tuple[str, str], str] = field(default_factory=dict)
+    # (sink uid, table id) committed by this query run (with ``marks``: the targets that exist)
+    _committed: set[tuple[str, str]] = field(default_factory=set, repr=False)
     _opened: "Future[None]" = field(default=None, repr=False)  # type: ignore[assignment]  # start(): the targets read
     # drain (stop with a savepoint): the epoch in flight commits, none starts after it
     _gate: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -142,7 +144,7 @@ class PipelineRunner:
         table; stop when the checkpoint is behind them (``checkpoint.resume``).
         Then start creating the job's ledger if it has none (an empty Delta
         table), so that the first epoch appends to it instead of creating it."""
-        self.marks, self.targets = {}, {}
+        self.marks, self.targets, self._committed = {}, {}, set()
         for v in self.pipeline.vertices:
             if v.kind != "sink":
                 continue
@@ -302,13 +304,17 @@ class PipelineRunner:
                 batch = batch.persist()
                 cached.append(batch)
             commits: list[CommitRecord] = []
+            # the rows per table of a multi-table batch, counted by the job that builds its cache: a table
+            # without rows in this epoch costs its sinks nothing (no transaction, no commit)
+            present = ({r[0]: r[1] for r in batch.groupBy(rows.TABLE).count().collect()} if shuffled else None)
             if self._dead_letters:
                 # rows in (= rows to the sinks + dead letters), counted on the cache it builds
-                commits.append(CommitRecord(ROWS_IN[0], ROWS_IN[1], "", batch.count(), None, False))
+                rows_in = sum(present.values()) if present is not None else batch.count()
+                commits.append(CommitRecord(ROWS_IN[0], ROWS_IN[1], "", rows_in, None, False))
                 batch, letters = self._write_dead_letters(batch, batch_id)
                 commits.extend([letters] if letters is not None else [])
-            outputs = self._run_vertices(batch, batch_id, cached, shuffled, built=self._dead_letters)
-            commits += self._commit_sinks(outputs, batch_id, batch if shuffled else None)
+            outputs = self._run_vertices(batch, batch_id, cached, shuffled, built=self._dead_letters or shuffled)
+            commits += self._commit_sinks(outputs, batch_id, batch if shuffled else None, present)
             faults.maybe_crash("before_ledger", batch_id)
             self._ledger_created.result()
             ledger.record(
@@ -437,10 +443,14 @@ class PipelineRunner:
                 lv.plugin.finish(self._epoch_context(lv, self.last_epoch), lv.schema)  # type: ignore[attr-defined]
 
     def _commit_sinks(
-        self, outputs: dict[str, Frames], batch_id: int, grouped: "DataFrame | None" = None
+        self, outputs: dict[str, Frames], batch_id: int, grouped: "DataFrame | None" = None,
+        present: "Mapping[str, int] | None" = None,
     ) -> list[CommitRecord]:
         """``grouped``: the multi-table source batch, grouped by table and
-        persisted (the shuffle by table), handed to sinks reading it untouched."""
+        persisted (the shuffle by table), handed to sinks reading it untouched.
+        ``present``: its tables with rows; a sink reading it untouched is not
+        given the others, except a table its target does not hold yet (its
+        first epoch creates it, as a run over an empty table would)."""
         commits: list[CommitRecord] = []
         envelope = None
         if grouped is not None:
@@ -454,6 +464,8 @@ class PipelineRunner:
                 continue
             lv = self.dag.vertex(v.members[0])
             frames = self._inputs(v, outputs)
+            if present is not None and self._reads_source(v):
+                frames = rows.subset(frames, [t for t in frames if t in present or not self._exists(lv.uid, t)])
             # tables whose target holds this epoch already (a replay after a
             # crash, or checkpoint.behind_targets = skip): not written again
             held = [t for t in frames if batch_id <= self.marks.get((lv.uid, t), -1)]
@@ -464,7 +476,12 @@ class PipelineRunner:
                 ctx = self._epoch_context(lv, batch_id, envelope if self._reads_source(v) else None)
                 commits.extend(lv.plugin.write(ctx, todo, lv.schema))  # type: ignore[attr-defined]
             faults.maybe_crash("after_sink", batch_id, lv.uid)
+        self._committed.update((c.sink, c.table) for c in commits)
         return commits
+
+    def _exists(self, uid: str, table: str) -> bool:
+        """The sink's target of ``table`` holds an epoch (at the query's start, or committed since)."""
+        return self.marks.get((uid, table), -1) >= 0 or (uid, table) in self._committed
 
     def _inputs(self, v: ExecutionVertex, outputs: dict[str, Frames]) -> Frames:
         sources = [outputs[e.src] for e in self.pipeline.edges if e.dst == v.id]

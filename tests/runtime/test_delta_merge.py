@@ -133,3 +133,39 @@ def test_truncates_late_changes_and_replays_equal_delta_merge_per_table(spark, t
         assert {r[0]: r[1] for r in got["b"]} == {2: "y2"}  # 1's insert (12) is older than its delete (41)
     else:
         assert {r[0]: r[1] for r in got["a"]} == {2: "b2", 4: "d2", 5: "late"}
+
+
+def test_an_optimize_between_the_files_and_the_commits_sends_that_table_to_delta_merge_with_the_same_rows(
+        spark, run_job_text, tmp_path, monkeypatch):
+    """OPTIMIZE (the maintenance work, or another writer) commits to one table after the one job wrote its
+    files and before its commit: Delta's conflict check fails that table's commit, the epoch MERGEs it on
+    its own, the other tables commit as one job; the rows equal Delta's MERGE per table."""
+    from streaming_engine.runtime import faults
+    from tests.merge_paths import merge_paths
+
+    optimized = []
+    real = faults.maybe_crash
+
+    def optimize_then(point: str, epoch: int, sink: str | None = None) -> None:
+        if point == "sink_files_written" and epoch == 2 and not optimized:
+            target = tmp_path / "out" / "t0"
+            optimized.append(spark.sql(f"OPTIMIZE delta.`{target}` ZORDER BY (name)").collect())  # rewrites even one file
+        return real(point, epoch, sink)
+
+    monkeypatch.setattr(faults, "maybe_crash", optimize_then)
+    order = ", sequence_column = seq"
+    ran = run_job_text(_job(order))
+    assert ran.result.status == "FINISHED", ran.result.error
+    assert optimized and optimized[0][0]["metrics"]["numFilesRemoved"] > 0, optimized  # it did rewrite files
+    paths = {t: merge_paths(tmp_path / "out" / t) for t in ("t0", "t1", "t2")}
+    assert paths["t0"] == {"one job": 3, "delta": 1}, paths  # epoch 2 of t0: refused by the conflict, MERGEd alone
+    assert paths["t1"] == paths["t2"] == {"one job": 4}, paths
+    one_job = _state(spark, tmp_path / "out")
+
+    monkeypatch.setattr(faults, "maybe_crash", real)
+    monkeypatch.setenv(MERGE_ENV, "per_table")
+    other = tmp_path / "per_table"
+    other.mkdir()
+    ran2 = run_job_text(_job(order).replace("${work}/out", f"{other}/out").replace("job.name = merge", "job.name = m2"))
+    assert ran2.result.status == "FINISHED", ran2.result.error
+    assert one_job == _state(spark, other / "out")
