@@ -285,25 +285,26 @@ def test_a_body_over_the_limit_is_413(server):
     assert s.call("GET", "/overview").status == 200  # the server goes on
 
 
-def test_restricted_mode_refuses_a_python_transform(server):
+def test_restricted_mode_refuses_a_python_transform_and_a_local_file_source(server):
     s: Server = server["server"]
-    job = ("env { job.name = code, job.mode = BATCH }\n"
-           "source { FakeSource { plugin_output = src, row.num = 5, schema = { fields { id = bigint } } } }\n"
-           "transform { Python { plugin_input = src, plugin_output = out, function = \"os:getcwd\" } }\n"
-           "sink { Console { plugin_input = out } }\n")
-    r = s.call("POST", "/submit-job", job, headers={"Content-Type": "text/plain"})
-    assert r.status == 400, r.text
-    problem = r.json["problems"][0]
-    assert problem["condition"] == "CONFIG.RESTRICTED" and problem["location"]["plugin"] == "Python"
-    assert problem["location"]["line"] == 3 and "--allow-unrestricted" in problem["message"]
-    files = ("env { job.name = files, job.mode = BATCH }\n"
-             "source { LocalFile { plugin_output = src, path = \"/etc\", file_format_type = text } }\n"
-             "sink { Console { plugin_input = src } }\n")
-    r = s.call("POST", "/submit-job", files, headers={"Content-Type": "text/plain"})
-    assert r.status == 400, r.text
-    problem = r.json["problems"][0]
-    assert problem["condition"] == "CONFIG.RESTRICTED" and problem["location"]["plugin"] == "LocalFile"
-    assert "reading local files" in problem["message"]
+
+    def refused(job: str, plugin: str) -> dict:
+        r = s.call("POST", "/submit-job", job, headers={"Content-Type": "text/plain"})
+        assert r.status == 400, r.text
+        problem = r.json["problems"][0]
+        assert problem["condition"] == "CONFIG.RESTRICTED" and problem["location"]["plugin"] == plugin
+        assert "--allow-unrestricted" in problem["message"]
+        return problem
+
+    code = refused("env { job.name = code, job.mode = BATCH }\n"
+                   "source { FakeSource { plugin_output = src, row.num = 5, schema = { fields { id = bigint } } } }\n"
+                   "transform { Python { plugin_input = src, plugin_output = out, function = \"os:getcwd\" } }\n"
+                   "sink { Console { plugin_input = out } }\n", "Python")
+    assert code["location"]["line"] == 3 and "running code" in code["message"]
+    files = refused("env { job.name = files, job.mode = BATCH }\n"
+                    "source { LocalFile { plugin_output = src, path = \"/etc\", file_format_type = text } }\n"
+                    "sink { Console { plugin_input = src } }\n", "LocalFile")
+    assert "reading local files" in files["message"]
     assert s.call("GET", "/running-jobs").json == []
     # and the server listens on the loopback interface only, as it does unless told otherwise (--host)
     assert "API serving on http://127.0.0.1:" in s.log.read_text() and "restricted jobs" in s.log.read_text()
