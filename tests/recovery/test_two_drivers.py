@@ -8,7 +8,9 @@ stopped: its commits meet the fence (``delta_log._fence``: Delta's own
 transaction-id conflict check, and the epoch found in the table) and land
 nothing. Every target (the one-job write of two tables, a single-table append
 and an upsert) then equals the oracle, with each epoch's txn in exactly one
-commit, and the ledger records each epoch once.
+commit, and the ledger records each epoch once. A one-job MERGE of the same
+two tables (after the append in the epoch) is fenced when A's transactions of
+epoch 1 start.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+
+from tests.merge_paths import merge_paths
 
 pytestmark = [pytest.mark.spark]
 
@@ -43,6 +47,7 @@ source {
 }
 sink {
   Delta { plugin_input = multi, path = "${work}/multi/${table_name}" }
+  Delta { plugin_input = multi, path = "${work}/merged/${table_name}", save_mode = upsert, primary_key = [id] }
   Delta { plugin_input = single, path = "${work}/append" }
   Delta { plugin_input = single, path = "${work}/upsert", save_mode = upsert }
 }
@@ -100,6 +105,10 @@ def test_a_frozen_driver_that_wakes_up_beside_its_successor_lands_nothing_twice(
     for t in ("t0", "t1"):
         assert sorted((r.id, r.v) for r in read(tmp_path / "multi" / t)) == [(i, i + 0.5) for i in IDS], t
         assert _txn_versions(tmp_path / "multi" / t) == [0, 1, 2], t
+        # the one-job MERGE of the same tables (A wakes before its epoch-1 transactions: fenced at their start)
+        assert sorted((r.id, r.v) for r in read(tmp_path / "merged" / t)) == [(i, i + 0.5) for i in IDS], t
+        assert _txn_versions(tmp_path / "merged" / t) == [0, 1, 2], t
+        assert merge_paths(tmp_path / "merged" / t) == {"one job": 3}, t
     assert sorted(r.id for r in read(tmp_path / "append")) == [1, 1, 2, 2, 3, 3]  # the change log of db.kv
     assert _txn_versions(tmp_path / "append") == [0, 1, 2]
     assert sorted((r.id, r.v) for r in read(tmp_path / "upsert")) == [(1, "a2"), (3, "c2")]
