@@ -1154,6 +1154,24 @@ def _rss_kb(pid: int) -> int:
     return 0
 
 
+def _class_histogram(pid: int, top: int = 60) -> dict[str, int]:
+    """Bytes per class of the JVM's live objects (``jcmd GC.class_histogram``, the ``top`` biggest); {} without jcmd."""
+    jcmd = Path(os.environ.get("JAVA_HOME", "/usr")) / "bin" / "jcmd"
+    try:
+        out = subprocess.run([str(jcmd) if jcmd.exists() else "jcmd", str(pid), "GC.class_histogram"],
+                             capture_output=True, text=True, timeout=120).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    sizes = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 4 and parts[0].endswith(":") and parts[2].isdigit():
+            sizes[parts[3]] = int(parts[2])
+            if len(sizes) >= top:
+                break
+    return sizes
+
+
 def _soak_point(spark, work: Path, tables: int) -> dict:
     """What the soak looks at between two epochs: heap after a full GC, RSS of
     the driver's JVM and Python, JVM threads, data files per table, and a full
@@ -1167,14 +1185,19 @@ def _soak_point(spark, work: Path, tables: int) -> dict:
         jvm.java.lang.System.gc()
     rt = jvm.java.lang.Runtime.getRuntime()
     targets = [str(work / kind / f"t{i}") for kind in ("state", "log") for i in range(tables)]
-    reads = []
+    reads, loads = [], []
     for _ in range(3):
         t0 = time.perf_counter()
-        for t in targets:
-            df = spark.read.format("delta").load(t)
+        frames = [spark.read.format("delta").load(t) for t in targets]  # the snapshot: log listing and replay
+        loads.append(time.perf_counter() - t0)
+        for df in frames:
             df.agg(F.count("*"), F.sum(F.hash(*df.columns))).collect()
         reads.append(time.perf_counter() - t0)
+    pid = int(jvm.java.lang.ProcessHandle.current().pid())
     return {
+        "load_s": statistics.median(loads),
+        "log_files": max(sum(1 for _ in Path(t, "_delta_log").iterdir()) for t in targets),
+        "classes": _class_histogram(pid),
         "heap_mb": (rt.totalMemory() - rt.freeMemory()) / 2**20,
         "jvm_rss_mb": _rss_kb(int(jvm.java.lang.ProcessHandle.current().pid())) / 1024,
         "py_rss_mb": _rss_kb(os.getpid()) / 1024,
@@ -1278,9 +1301,17 @@ def render_soak(s: dict, command: str, facts: str) -> str:
             files_b <= bound, "{:.0f}"),
         row("full read of every target, s", a["read_s"], b["read_s"], "<= 1.1x", b["read_s"] <= 1.1 * a["read_s"],
             "{:.2f}"),
+        row("of it: loading the targets' snapshots, s", a.get("load_s", 0), b.get("load_s", 0), "-", None, "{:.2f}"),
+        row("files in a target's _delta_log (most)", a.get("log_files", 0), b.get("log_files", 0), "-", None,
+            "{:.0f}"),
         "",
         f"Files per target at epoch {e}: {a['files']}; at epoch {n}: {b['files']}.",
     ]
+    grown = sorted(((b.get("classes", {}).get(c, 0) - a.get("classes", {}).get(c, 0), c) for c in b.get("classes", {})),
+                   reverse=True)[:12]
+    if grown:
+        lines += ["", f"Live heap by class (jcmd GC.class_histogram), the most grown between epoch {e} and {n}: "
+                  + ", ".join(f"{c} +{d / 2**20:.1f} MB" for d, c in grown if d > 0) + "."]
     return "\n".join(lines) + "\n"
 
 

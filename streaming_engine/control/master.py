@@ -156,7 +156,8 @@ class JobMaster:
         try:
             try:
                 result = execute(self.job, self.spark_master, spark, self.bus, stop_after_epochs, timeout_s,
-                                 count_rows=count_rows, stop=self.stop, savepoint=self.savepoint)
+                                 count_rows=count_rows, stop=self.stop, savepoint=self.savepoint,
+                                 maintain=(self.history_path,))  # compacted and vacuumed like the ledger
             except Exception as e:  # noqa: BLE001 - the run broke: its end state is still recorded, with the cause
                 log.exception("the run failed", extra={"job_id": self.job_id})
                 result = JobResult("FAILED", f"the run failed: {type(e).__name__}: {e}")

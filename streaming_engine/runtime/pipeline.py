@@ -65,6 +65,7 @@ class PipelineRunner:
     _in_epoch: bool = False
     stopping: bool = False  # the supervisor is stopping the query (an epoch it interrupts fails short)
     maintains_ledger: bool = False  # one pipeline of the job maintains the job's ledger
+    also_maintained: tuple[str, ...] = ()  # the job's other tables its maintainer keeps (execute(maintain=))
     _maintenance: "Maintenance | None" = field(default=None, repr=False)  # built when the query starts
 
     @property
@@ -176,7 +177,8 @@ class PipelineRunner:
 
     def _maintained(self) -> "Maintenance":
         """What this pipeline maintains between its epochs: its sinks' tables;
-        the job's ledger and dead-letter table (shared by its pipelines) when
+        the job's ledger, dead-letter table (shared by its pipelines) and the
+        tables the run was given (``also_maintained``: the job history) when
         it is their maintainer (one pipeline of the job)."""
         env = self.dag.env
         own = Policy(env.maintenance_compact_min_files, int(env.maintenance_vacuum_interval_seconds * 1000))
@@ -195,6 +197,8 @@ class PipelineRunner:
             m.add(self.ledger_path, own)
             m.add(ledger.rollup_path(self.ledger_path), own)  # (once a rollup made it)
             m.add(dead_letter_path(self.dag), own)  # (once it exists)
+            for location in self.also_maintained:
+                m.add(location, own)
         return m
 
     def _sources(self) -> list[ExecutionVertex]:

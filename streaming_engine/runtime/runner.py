@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from streaming_engine.checkpoint import ledger
 from streaming_engine.errors import EngineError
@@ -102,10 +102,13 @@ def execute(
     count_rows: bool = False,
     stop: threading.Event | None = None,
     savepoint: threading.Event | None = None,
+    maintain: Sequence[str] = (),
 ) -> JobResult:
     """Run the job to its end. ``stop``: set it (or send SIGTERM/SIGINT) to
     stop the job; ``savepoint``: set it (then ``stop``) to drain instead: every
     running epoch commits, none starts after it, the job ends SAVEPOINT_DONE.
+    ``maintain``: more Delta tables of the job (the control plane's history)
+    compacted and vacuumed between epochs like its ledger.
     The narrow API the control plane drives a run with."""
     from streaming_engine.runtime.session import add_python_files, build_spark_session, release_session, required_extras
 
@@ -120,6 +123,7 @@ def execute(
     # the ledger is created when a query start has read its targets (PipelineRunner._open_sinks)
     runners = [PipelineRunner(spark.newSession(), dag, p, bus, ledger_path) for p in job.plan.pipelines]
     runners[0].maintains_ledger = True  # the job's own tables: maintained by one pipeline
+    runners[0].also_maintained = tuple(maintain)
     epochs: dict[str, int] = {r.pipeline.key: 0 for r in runners}
     summary = ledger.Summary()  # bounded by the number of tables, not of epochs
     bus.subscribe(lambda e: _count_epoch(e, epochs, summary))

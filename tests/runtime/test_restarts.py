@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from pathlib import Path
 from collections import Counter
 
 from streaming_engine.control import history
@@ -253,3 +254,27 @@ def test_an_illegal_transition_while_the_job_runs_ends_it_failed_with_the_bug_in
     thread.join(timeout=120)
     assert out["result"].status == "FAILED" and "JOB.ILLEGAL_TRANSITION" in out["result"].error
     _history_says(spark, master, "JOB.ILLEGAL_TRANSITION")
+
+
+def test_the_job_history_is_compacted_between_epochs_like_the_ledger(spark, tmp_path):
+    """The job master hands its history table to the run (``execute(maintain=)``): its maintainer pipeline
+    compacts it between epochs; the history reads the same afterwards."""
+    import json
+
+    token = uuid.uuid4().hex[:8]
+    text = ONE.format(name=f"kept_{token}", table=f"t_{token}").replace(
+        "job.retry.times = 3,", "job.retry.times = 3, maintenance.compact.min_files = 2,")
+    master = JobMaster(compile_text(text, variables={"work": str(tmp_path)}, file="job.conf"))
+    log = Path(master.history_path.replace("file:", "")) / "_delta_log"
+
+    def optimized() -> bool:
+        return any(json.loads(line).get("commitInfo", {}).get("operation") == "OPTIMIZE"
+                   for f in log.glob("*.json") for line in f.read_text().splitlines())
+
+    master.bus.subscribe(lambda e: type(e).__name__ == "EpochCommitted" and optimized() and master.stop.set())
+    result = master.run(spark=spark, timeout_s=300)
+    assert result.status == "CANCELED", result
+    assert optimized(), sorted(p.name for p in log.iterdir())
+    moves = history.transitions(spark, master.history_path, master.job_id)
+    assert [r["state"] for r in moves if r["entity"] == "job"] == [
+        "INITIALIZING", "CREATED", "PENDING", "SCHEDULED", "RUNNING", "CANCELING", "CANCELED"], moves

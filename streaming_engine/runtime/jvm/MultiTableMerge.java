@@ -92,6 +92,10 @@ public final class MultiTableMerge {
     // -----------------------------------------------------------------
     // the driver's list of each table's live files
 
+    /** The row-reading clone of each session that merged (vectorized Parquet reader off). */
+
+    private static final Map<SparkSession, SparkSession> READING = new ConcurrentHashMap<>();
+
     private static final Map<String, Files> FILES = new ConcurrentHashMap<>();
 
     static final class Files {
@@ -172,6 +176,7 @@ public final class MultiTableMerge {
 
     /** Drop the file lists (a run ended: the next one reads the tables again). */
     public static void forget() {
+        READING.clear();
         FILES.clear();
         LOCKS.clear();  // (one per table ever written: a driver running job after job would keep them all)
     }
@@ -203,8 +208,13 @@ public final class MultiTableMerge {
         MultiTableWrite.Writers writers = MultiTableWrite.Writers.of(spark, txns, batch);
         // Parquet's row reader (rows read one at a time, a file read twice: the
         // keys to find the touched files, then the rewrite), on a session clone
-        SparkSession reading = ((org.apache.spark.sql.classic.SparkSession) spark).cloneSession();
-        reading.conf().set("spark.sql.parquet.enableVectorizedReader", "false");
+        // (one clone per session, kept until forget(): a clone per epoch registered a listener bus
+        // of its own on the SparkContext each time, and the driver's heap grew epoch after epoch)
+        SparkSession reading = READING.computeIfAbsent(spark, s -> {
+            SparkSession clone = ((org.apache.spark.sql.classic.SparkSession) s).cloneSession();
+            clone.conf().set("spark.sql.parquet.enableVectorizedReader", "false");
+            return clone;
+        });
         scala.collection.immutable.Map<String, String> options =
             (scala.collection.immutable.Map<String, String>) (Object) scala.collection.immutable.Map$.MODULE$.empty()
                 .updated("returning_batch", "false");
