@@ -55,7 +55,9 @@ def retriable(message: str, job_name: str = "") -> bool:
     """Whether a restart may heal the failure ``message`` (a pipeline's error
     text). The job's name is left out of the look: a job called ``CONFIG.x``
     still restarts."""
-    text = message.replace(job_name, "") if job_name else message
+    text = message
+    if job_name:  # where the engine's messages name the job (not every occurrence: a job called "j" or "CONFIG")
+        text = text.replace(f"job {job_name},", "job ,").replace(f"job {job_name!r}", "job ''")
     if any(c.startswith(_NOT_RETRIABLE_CONDITIONS) for c in _CONDITION.findall(text)):
         return False
     if any(s.startswith(_NOT_RETRIABLE_SQLSTATES) for s in _SQLSTATE.findall(text)):

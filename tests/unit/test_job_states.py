@@ -155,6 +155,10 @@ def test_the_job_name_does_not_decide_whether_a_failure_heals():
     message = f"RuntimeFailure: [RUNTIME.FAILED] job {name}, pipeline-1, epoch 3: connection reset"
     assert restart.retriable(message) is False  # what a look at the whole text would say
     assert restart.retriable(message, name) is True
+    # a job whose name is part of a condition still fails at once on that condition
+    assert restart.retriable("[CONFIG.INVALID_OPTION] job CONFIG, pipeline-1: bad option", "CONFIG") is False
+    assert restart.retriable("RuntimeFailure: [RUNTIME.FAILED] job j, pipeline-1, epoch 0: AnalysisException: x "
+                             "(SQLSTATE: 42703)", "j") is False
 
 
 def test_restart_options_are_validated():

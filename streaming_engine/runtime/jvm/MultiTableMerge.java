@@ -93,7 +93,6 @@ public final class MultiTableMerge {
     // the driver's list of each table's live files
 
     /** The row-reading clone of each session that merged (vectorized Parquet reader off). */
-
     private static final Map<SparkSession, SparkSession> READING = new ConcurrentHashMap<>();
 
     private static final Map<String, Files> FILES = new ConcurrentHashMap<>();
@@ -208,8 +207,7 @@ public final class MultiTableMerge {
         MultiTableWrite.Writers writers = MultiTableWrite.Writers.of(spark, txns, batch);
         // Parquet's row reader (rows read one at a time, a file read twice: the
         // keys to find the touched files, then the rewrite), on a session clone
-        // (one clone per session, kept until forget(): a clone per epoch registered a listener bus
-        // of its own on the SparkContext each time, and the driver's heap grew epoch after epoch)
+        // (one clone per session, kept until forget(), not a new session state every epoch)
         SparkSession reading = READING.computeIfAbsent(spark, s -> {
             SparkSession clone = ((org.apache.spark.sql.classic.SparkSession) s).cloneSession();
             clone.conf().set("spark.sql.parquet.enableVectorizedReader", "false");
