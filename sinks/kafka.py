@@ -10,8 +10,8 @@ Options (SeaTunnel's names and meanings):
 - ``bootstrap.servers``; ``kafka.config``: producer settings, passed through
   (HOCON's ``a.b = x`` nesting is flattened back to ``a.b``). The sink owns
   ``key.serializer``, ``value.serializer`` and ``transactional.id``.
-- ``semantics``: ``EXACTLY_ONCE``, ``AT_LEAST_ONCE`` (the default here;
-  SeaTunnel's documented default is ``NON``) or ``NON``, see below.
+- ``semantics``: ``EXACTLY_ONCE``, ``AT_LEAST_ONCE`` or ``NON`` (SeaTunnel's
+  default), see below.
 - ``partition_key_fields``: the record key is the JSON object of these
   columns (``{"id":7}``, SeaTunnel's key format); default: the table's
   primary key when it has one, else no key (null keys).
@@ -155,7 +155,7 @@ class KafkaSinkOptions(SinkOptions):
         default_factory=dict, alias="kafka.config", description="Kafka producer settings, passed through."
     )
     semantics: Semantics = Field(
-        "AT_LEAST_ONCE",
+        "NON",
         description="EXACTLY_ONCE (one Kafka transaction per epoch), AT_LEAST_ONCE (flush per epoch) or NON.",
     )
     partition_key_fields: list[str] | None = Field(
@@ -295,6 +295,9 @@ class Kafka(Sink):
                 f"one transaction per epoch: transactional.id {self.transactional_id('<job>.<pipeline>.<sink uid>')}, "
                 f"epoch recorded as that group's offset of {o.epoch_topic}-0"
             )
+        if o.semantics == "NON":  # SeaTunnel's default: say what it means
+            out.append("semantics NON: failed sends are logged, not retried; set semantics = AT_LEAST_ONCE or "
+                       "EXACTLY_ONCE for a guarantee")
         return out
 
     def describe(self) -> str:

@@ -335,6 +335,10 @@ class LocalFileSinkOptions(SinkOptions):
 class LocalFile(Sink):
     name: ClassVar[str] = "LocalFile"
     seatunnel_page = "connector-v2/sink/LocalFile.md"
+    seatunnel_defaults = {
+        "field_delimiter": "unset: \\001 for text, ',' for csv, as the page says",
+        "partition_dir_expression": "unset: ${k0}=${v0}/${k1}=${v1}/... (Hive's directories), the page's template",
+    }
     Options = LocalFileSinkOptions
     description = "Writes csv, text, json, parquet, orc or xml files, published atomically per micro-batch."
     commit_protocol = "staged-publish"

@@ -18,7 +18,7 @@ from streaming_engine.schema import TableSchema
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
 
-    from sources.kafka import Kafka, KafkaTableConfig
+    from sources.kafka import Kafka, Route, TableFilter
 
 
 def read(source: "Kafka", ctx: Any) -> "DataFrame":
@@ -51,39 +51,55 @@ def _quote(topic: str) -> str:
 
 def _subscription(source: "Kafka") -> tuple[list[str], list[str]]:
     """(topic names, topic patterns) of the source and its tables."""
-    o = source.options
     topics: list[str] = []
     patterns: list[str] = []
-
-    def add(topic: str | None, pattern: bool) -> None:
-        if topic is None:
-            return
-        if pattern:
-            patterns.append(topic)
-        else:
-            topics.extend(t.strip() for t in topic.split(",") if t.strip())
-
-    add(o.topic, o.pattern)
-    for t in o.tables_configs or ():
-        add(t.topic, t.pattern)
+    for unit in _units(source):
+        topics.extend(unit.topics)
+        patterns.extend([unit.pattern] if unit.pattern else [])
     return list(dict.fromkeys(topics)), list(dict.fromkeys(patterns))
 
 
-def _starting(source: "Kafka", ctx: Any, topics: list[str], patterns: list[str]) -> dict[str, str]:
-    """Spark's starting options for ``start_mode`` (used only by a new checkpoint)."""
+def _units(source: "Kafka") -> list["Route"]:
+    """The subscriptions, each with where it starts: the source's own ``topic``
+    (a route of the source's settings) and every tables_configs item with a
+    topic (its own settings)."""
+    from sources.kafka import Route
+
     o = source.options
-    if o.start_mode in ("earliest", "latest"):
-        return {"startingOffsets": o.start_mode}
-    if o.start_mode == "timestamp":
-        return {"startingTimestamp": str(o.start_mode_timestamp), "startingOffsetsByTimestampStrategy": "latest"}
-    if o.start_mode == "specific_offsets":
+    units = [r for r in source.routes() if r.by_topic]
+    if o.topic is not None:
+        own = Route(
+            table="", topics=() if o.pattern else tuple(t.strip() for t in o.topic.split(",") if t.strip()),
+            pattern=o.topic if o.pattern else None, format=o.format, way=o.format_error_handle_way,
+            include_schema=o.debezium_record_include_schema, delimiter=o.field_delimiter,
+            table_filter=o.debezium_record_table_filter, consumer_group=o.consumer_group, start_mode=o.start_mode,
+            start_offsets=o.start_mode_offsets, start_timestamp=o.start_mode_timestamp,
+        )
+        units.insert(0, own)
+    return units
+
+
+def _starting(source: "Kafka", ctx: Any, topics: list[str], patterns: list[str]) -> dict[str, str]:
+    """Spark's starting options for ``start_mode`` (used only by a new checkpoint):
+    one start for every topic as Spark's options; items of tables_configs that
+    start otherwise: every partition's offset resolved here (Admin client)."""
+    units = _units(source)
+    starts = {u.start() for u in units}
+    if len(starts) > 1:
+        return {"startingOffsets": json.dumps(_resolved(source, ctx.spark, units))}
+    mode, offsets, timestamp, _ = starts.pop()
+    if mode in ("earliest", "latest"):
+        return {"startingOffsets": mode}
+    if mode == "timestamp":
+        return {"startingTimestamp": str(timestamp), "startingOffsetsByTimestampStrategy": "latest"}
+    if mode == "specific_offsets":
         spec: dict[str, dict[str, int]] = {}
-        for key, offset in (o.start_mode_offsets or {}).items():
+        for key, offset in offsets:
             topic, _, partition = key.rpartition("-")
             spec.setdefault(topic, {})[partition] = offset
         return {"startingOffsets": json.dumps(spec)}
     # group_offsets: what consumer.group committed; other partitions per auto.offset.reset
-    return {"startingOffsets": json.dumps(_group_offsets(source, ctx.spark, topics, patterns))}
+    return {"startingOffsets": json.dumps(_resolved(source, ctx.spark, units))}
 
 
 def _admin(source: "Kafka", jvm: Any) -> Any:
@@ -96,40 +112,79 @@ def _admin(source: "Kafka", jvm: Any) -> Any:
     return jvm.org.apache.kafka.clients.admin.Admin.create(props)
 
 
-def _group_offsets(source: "Kafka", spark: Any, topics: list[str], patterns: list[str]) -> dict[str, dict[str, int]]:
+def _resolved(source: "Kafka", spark: Any, units: list["Route"]) -> dict[str, dict[str, int]]:
+    """Every partition of the subscribed topics -> its starting offset (-2
+    earliest, -1 latest), by the start of the unit that reads its topic (an
+    item of tables_configs before the source's own topic)."""
+    import re
+
     o = source.options
     reset = o.kafka_config.get("auto.offset.reset", "latest").lower()
-    if reset not in ("earliest", "latest"):
+    if reset not in ("earliest", "latest") and any(u.start_mode == "group_offsets" for u in units):
         raise EngineError(
             "RUNTIME.FAILED",
             {"detail": f"Kafka source: kafka.config.auto.offset.reset = {reset!r} with start_mode = group_offsets; "
                        "use earliest or latest"},
         )
-    fallback = -2 if reset == "earliest" else -1
     jvm = spark._jvm  # type: ignore[attr-defined]
     admin = _admin(source, jvm)
     try:
-        names = set(topics)
-        if patterns:
-            import re
-
-            listed = list(admin.listTopics().names().get())
-            names |= {t for t in listed if any(re.fullmatch(p, t) for p in patterns)}
-        if not names:
+        listed = list(admin.listTopics().names().get()) if any(u.pattern for u in units) else []
+        owner: dict[str, "Route"] = {}
+        for unit in sorted(units, key=lambda u: u.table == ""):  # items first: the source's topic is the fallback
+            names = set(unit.topics) | ({t for t in listed if re.fullmatch(unit.pattern, t)} if unit.pattern else set())
+            for name in names:
+                other = owner.get(name)
+                if other is not None and other.table and other.start() != unit.start():
+                    raise EngineError("RUNTIME.FAILED", {"detail": (
+                        f"Kafka source: topic {name!r} is read by tables {other.table!r} and {unit.table!r}, which "
+                        "start differently (consumer.group, start_mode): make their starts equal")})
+                owner.setdefault(name, unit)
+        if not owner:
             return {}
         jnames = jvm.java.util.ArrayList()
-        for n in sorted(names):
+        for n in sorted(owner):
             jnames.add(n)
         described = admin.describeTopics(jnames).allTopicNames().get()
         spec: dict[str, dict[str, int]] = {}
-        for n in sorted(names):
+        stamps: dict[int, list[Any]] = {}
+        for n in sorted(owner):
+            unit = owner[n]
+            given = dict(unit.start_offsets or {})
             for p in described.get(n).partitions():
-                spec.setdefault(n, {})[str(p.partition())] = fallback
-        committed = admin.listConsumerGroupOffsets(o.consumer_group).partitionsToOffsetAndMetadata().get()
-        for entry in committed.entrySet():
-            tp, meta = entry.getKey(), entry.getValue()
-            if tp.topic() in spec and meta is not None:
-                spec[tp.topic()][str(tp.partition())] = int(meta.offset())
+                part = p.partition()
+                if unit.start_mode == "specific_offsets":
+                    if f"{n}-{part}" not in given:
+                        raise EngineError("RUNTIME.FAILED", {"detail": (
+                            f"Kafka source: start_mode.offsets of table {unit.table or '(the source)'!r} has no offset "
+                            f'for partition {part} of topic {n!r}; set "{n}-{part}" too (every partition needs one)')})
+                    offset = int(given[f"{n}-{part}"])
+                elif unit.start_mode == "timestamp":
+                    stamps.setdefault(int(unit.start_timestamp or 0), []).append(
+                        jvm.org.apache.kafka.common.TopicPartition(n, part))
+                    offset = -1
+                elif unit.start_mode == "group_offsets":
+                    offset = -2 if reset == "earliest" else -1
+                else:
+                    offset = -2 if unit.start_mode == "earliest" else -1
+                spec.setdefault(n, {})[str(part)] = offset
+        for ts, parts in stamps.items():  # the first offset at or after the time; none: the end (latest)
+            request = jvm.java.util.HashMap()
+            for tp in parts:
+                request.put(tp, jvm.org.apache.kafka.clients.admin.OffsetSpec.forTimestamp(ts))
+            found = admin.listOffsets(request).all().get()
+            for tp in parts:
+                info = found.get(tp)
+                if info is not None and int(info.offset()) >= 0:
+                    spec[tp.topic()][str(tp.partition())] = int(info.offset())
+        for group in {u.consumer_group for u in owner.values() if u.start_mode == "group_offsets"}:
+            committed = admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get()
+            for entry in committed.entrySet():
+                tp, meta = entry.getKey(), entry.getValue()
+                unit = owner.get(tp.topic())
+                if unit is not None and unit.start_mode == "group_offsets" and unit.consumer_group == group \
+                        and meta is not None:
+                    spec[tp.topic()][str(tp.partition())] = int(meta.offset())
         return spec
     finally:
         admin.close()
@@ -139,41 +194,57 @@ def commit_offsets(source: "Kafka", spark: Any, progress_sources: list[dict]) ->
     """Commit the end offsets of the newest micro-batch (Spark's progress) for
     the source's topics to ``consumer.group``: the next record to read, as a
     Kafka consumer commits. Spark reads with its own group ids; this group
-    only mirrors the checkpoint."""
-    import re
-
-    o = source.options
-    topics, patterns = _subscription(source)
-    ends: dict[str, dict[str, int]] = {}
+    only mirrors the checkpoint. An item of tables_configs with its own
+    ``consumer.group`` has its topics' offsets committed there."""
+    units = _units(source)
+    ends: dict[str, dict[str, dict[str, int]]] = {}  # group -> topic -> partition -> offset
     for entry in progress_sources:
         end = entry.get("endOffset")
         end = json.loads(end) if isinstance(end, str) else end
         if not isinstance(end, dict) or "Kafka" not in str(entry.get("description", "")):
             continue
         for topic, parts in end.items():
-            if topic in topics or any(re.fullmatch(p, topic) for p in patterns):
-                for partition, offset in (parts or {}).items():
-                    if isinstance(offset, int) and offset >= 0:
-                        ends.setdefault(topic, {})[partition] = offset
+            unit = _unit_of(units, topic)
+            if unit is None:
+                continue
+            for partition, offset in (parts or {}).items():
+                if isinstance(offset, int) and offset >= 0:
+                    ends.setdefault(unit.consumer_group, {}).setdefault(topic, {})[partition] = offset
     if not ends:
         return
     jvm = spark._jvm  # type: ignore[attr-defined]
     admin = _admin(source, jvm)
     try:
-        offsets = jvm.java.util.HashMap()
-        for topic, parts in ends.items():
-            for partition, offset in parts.items():
-                offsets.put(jvm.org.apache.kafka.common.TopicPartition(topic, int(partition)),
-                            jvm.org.apache.kafka.clients.consumer.OffsetAndMetadata(offset))
-        admin.alterConsumerGroupOffsets(o.consumer_group, offsets).all().get()
+        for group, topics in ends.items():
+            offsets = jvm.java.util.HashMap()
+            for topic, parts in topics.items():
+                for partition, offset in parts.items():
+                    offsets.put(jvm.org.apache.kafka.common.TopicPartition(topic, int(partition)),
+                                jvm.org.apache.kafka.clients.consumer.OffsetAndMetadata(offset))
+            admin.alterConsumerGroupOffsets(group, offsets).all().get()
     finally:
         admin.close()
+
+
+def _unit_of(units: list["Route"], topic: str) -> "Route | None":
+    """The subscription a topic belongs to: an item naming it, else the source's topic."""
+    import re
+
+    for unit in sorted(units, key=lambda u: u.table == ""):
+        if topic in unit.topics or (unit.pattern and re.fullmatch(unit.pattern, topic)):
+            return unit
+    return None
 
 
 # -- decoding ------------------------------------------------------------------
 
 def decode(source: "Kafka", raw: "DataFrame", tables: tuple[TableSchema, ...], uid: str | None = None) -> "DataFrame":
     """Kafka records (key, value, topic, partition, offset, ...) -> the row envelope.
+
+    Each record's table, format and error handling come from its route
+    (:meth:`Kafka.routes`): the tables_configs item naming its topic, else
+    the source's own settings (Debezium events of the source's topics go to
+    the table their source block names).
 
     ``uid``: the source's; with it a Debezium source reports the newest event
     time (``source.ts_ms``, else the envelope's ``ts_ms``) of the changes each
@@ -182,20 +253,23 @@ def decode(source: "Kafka", raw: "DataFrame", tables: tuple[TableSchema, ...], u
     from pyspark.sql import functions as F
 
     o = source.options
-    configs = dict(source.tables())
-    fmt_of = {t.table_id: (configs.get(t.table_id).format if configs.get(t.table_id) else None) or o.format for t in tables}
-    formats = set(fmt_of.values())
+    routes = {r.table: r for r in source.routes()}
+    mine = [routes[t.table_id] for t in tables]
+    by_topic = [r for r in mine if r.by_topic]
+    # records of topics no item names: the source's format (Debezium when tables go by source block)
+    rest_fmt = next((r.format for r in mine if not r.by_topic), o.format if source.unclaimed_records() else mine[0].format)
+    formats = {r.format for r in mine} | {rest_fmt}
     where = F.concat(F.lit("Kafka record topic "), F.col("topic"), F.lit(" partition "), F.col("partition").cast("string"),
                      F.lit(" offset "), F.col("offset").cast("string"), F.lit(": "))
     df = raw.where(F.col("value").isNotNull())  # tombstones (a delete's compaction marker) carry no row
     df = df.select("topic", "partition", "offset", F.col("value").cast("string").alias("__v"))
-    if formats == {"debezium_json"}:
-        df, image = _debezium(source, df, tables)
-    elif "debezium_json" in formats:
-        raise EngineError(
-            "RUNTIME.FAILED",
-            {"detail": "Kafka source: debezium_json cannot be mixed with other formats in one source; use two sources"},
-        )
+    claimed = F.lit(False)
+    for r in by_topic:
+        claimed = claimed | _on_topic(r)
+    df = df.withColumn("__claimed", claimed)
+    fmt = _by_topic(by_topic, lambda r: r.format, rest_fmt)
+    if "debezium_json" in formats:
+        df, image = _debezium(source, df, mine, fmt)
     else:
         df = df.withColumn(rows.TABLE, _table_by_topic(source, tables)).withColumn("__src_table", F.col(rows.TABLE))
         df = df.withColumn("__err", F.when(F.col(rows.TABLE).isNull(), F.lit("no declared table reads this topic")))
@@ -204,30 +278,38 @@ def decode(source: "Kafka", raw: "DataFrame", tables: tuple[TableSchema, ...], u
 
     typed: dict[str, Any] = {}
     errors = [F.col("__err")]
-    for t in tables:
-        cfg = configs.get(t.table_id)
-        fmt = fmt_of[t.table_id]
-        mine = F.col(rows.TABLE) == F.lit(t.table_id)
-        if fmt == "text":
-            delim = (cfg.field_delimiter if cfg and cfg.field_delimiter else None) or o.field_delimiter
-            values, bad = _text_columns(image, t, delim)
+    for t, r in zip(tables, mine):
+        mine_ = F.col(rows.TABLE) == F.lit(t.table_id)
+        if r.format == "text":
+            values, bad = _text_columns(image, t, r.delimiter)
         else:
-            values, bad = _json_columns(image, t, debezium=fmt == "debezium_json")
+            values, bad = _json_columns(image, t, debezium=r.format == "debezium_json")
         typed[t.table_id] = values
-        errors.append(F.when(mine & F.col("__err").isNull() & ~F.col(rows.KIND).eqNullSafe(rows.TRUNCATE), bad))
+        errors.append(F.when(mine_ & F.col("__err").isNull() & ~F.col(rows.KIND).eqNullSafe(rows.TRUNCATE), bad))
     df = df.withColumn("__err", F.coalesce(*errors))
+    ways = source.error_ways()
+    way = None  # a record's table decides; a record of no table: the source's way
+    for r in mine if len(ways) > 1 else ():
+        cond = F.col(rows.TABLE) == F.lit(r.table)
+        way = F.when(cond, F.lit(r.way)) if way is None else way.when(cond, F.lit(r.way))
+    if way is not None:
+        way = way.otherwise(F.lit(o.format_error_handle_way))
+
+    def handled(name: str) -> "Column":
+        bad = F.col("__err").isNotNull()
+        return bad if way is None else bad & (way == F.lit(name))
+
     extra = []
-    if o.format_error_handle_way == "skip":
-        df = df.where(F.col("__err").isNull())
-    elif o.format_error_handle_way == "dead_letter":
-        extra = [F.when(F.col("__err").isNotNull(), rows.reject(
+    if "skip" in ways:
+        df = df.where(~handled("skip"))
+    if "dead_letter" in ways:
+        extra = [F.when(handled("dead_letter"), rows.reject(
             F.col("__v"), F.col("__err"), F.col("__src_table"), F.col("topic"), F.col("partition"), F.col("offset"),
         )).alias(rows.REJECT)]
-    else:  # a filter, so no pruning of unread columns can drop the check
-        df = df.where(F.when(F.col("__err").isNotNull(), F.raise_error(F.concat(where, F.col("__err")))).otherwise(F.lit(True)))
-    if uid is not None and formats == {"debezium_json"}:  # decoding errors are not applied changes
-        ts_ms = F.coalesce(F.col("__e.source.ts_ms"), F.col("__e.ts_ms"))
-        df = rows.observe_event_time(df, uid, F.when(F.col("__err").isNull(), ts_ms))
+    if "fail" in ways:  # a filter, so no pruning of unread columns can drop the check
+        df = df.where(F.when(handled("fail"), F.raise_error(F.concat(where, F.col("__err")))).otherwise(F.lit(True)))
+    if uid is not None and "debezium_json" in formats:  # decoding errors are not applied changes
+        df = rows.observe_event_time(df, uid, F.when(F.col("__err").isNull(), F.col("__ts")))
     meta = [F.col(rows.TABLE), F.col(rows.KIND).cast("string").alias(rows.KIND), F.col(rows.SEQ).cast("bigint").alias(rows.SEQ)]
     if len(tables) == 1:
         t = tables[0]
@@ -249,27 +331,58 @@ def decode(source: "Kafka", raw: "DataFrame", tables: tuple[TableSchema, ...], u
     return df.select(*meta, *slots, *extra)
 
 
+def _on_topic(r: "Route") -> "Column":
+    """Records of a route's own topics (a pattern matches the whole name, as Kafka's consumer)."""
+    from pyspark.sql import functions as F
+
+    if r.pattern is not None:
+        return F.col("topic").rlike(f"^(?:{r.pattern})$")
+    return F.col("topic").isin(list(r.topics))
+
+
+def _by_topic(by_topic: list["Route"], value: Any, rest: Any) -> Any:
+    """A setting per record, by the route of its topic: the value itself when
+    every route and the rest agree, else a Column choosing it per record."""
+    from pyspark.sql import functions as F
+
+    values = {value(r) for r in by_topic} | {rest}
+    if len(values) == 1:
+        return rest
+    expr = None
+    for r in by_topic:
+        expr = F.when(_on_topic(r), F.lit(value(r))) if expr is None else expr.when(_on_topic(r), F.lit(value(r)))
+    return expr.otherwise(F.lit(rest))  # type: ignore[union-attr]
+
+
 def _table_by_topic(source: "Kafka", tables: tuple[TableSchema, ...]) -> "Column":
     """json/text: the table of a record is the table whose topic (or pattern) it came from."""
     from pyspark.sql import functions as F
 
-    configs = dict(source.tables())
-    if len(tables) == 1 and configs.get(tables[0].table_id) is None:
+    routes = {r.table: r for r in source.routes()}
+    if len(tables) == 1 and not routes[tables[0].table_id].by_topic:
         return F.lit(tables[0].table_id)
     expr = None
     for t in tables:
-        cfg = configs[t.table_id]
-        assert cfg is not None and cfg.topic is not None
-        if cfg.pattern:
-            cond = F.col("topic").rlike(f"^(?:{cfg.topic})$")
-        else:
-            cond = F.col("topic").isin([x.strip() for x in cfg.topic.split(",") if x.strip()])
+        cond = _on_topic(routes[t.table_id])
         expr = F.when(cond, F.lit(t.table_id)) if expr is None else expr.when(cond, F.lit(t.table_id))
     return expr
 
 
-def _debezium(source: "Kafka", df: "DataFrame", tables: tuple[TableSchema, ...]) -> tuple["DataFrame", "Column"]:
-    """Debezium envelopes -> one row per change image, with its kind, table and sequence."""
+def _filter(f: "TableFilter", s: "Column") -> "Column":
+    from pyspark.sql import functions as F
+
+    keep = s["table"] == F.lit(f.table_name)
+    if f.schema_name is not None:
+        keep = keep & (s["schema"] == F.lit(f.schema_name))
+    if f.database_name is not None:
+        keep = keep & (s["db"] == F.lit(f.database_name))
+    return keep
+
+
+def _debezium(source: "Kafka", df: "DataFrame", mine: list["Route"], dbz: Any) -> tuple["DataFrame", "Column"]:
+    """Debezium envelopes -> one row per change image, with its kind, table and
+    sequence. ``dbz``: the records' format, or a Column of it per record (the
+    records not Debezium events, json/text of other tables, pass as one image each)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
@@ -280,31 +393,51 @@ def _debezium(source: "Kafka", df: "DataFrame", tables: tuple[TableSchema, ...])
         StructField("before", StringType()), StructField("after", StringType()),
         StructField("op", StringType()), StructField("source", src), StructField("ts_ms", LongType()),
     ])
-    shape = StructType([StructField("payload", body)]) if o.debezium_record_include_schema else body
-    parsed = _from_json(F.col("__v"), StructType([*shape.fields, StructField(_CORRUPT, StringType())]))
-    e = parsed["payload"] if o.debezium_record_include_schema else parsed
-    df = df.withColumn("__e", F.when(parsed[_CORRUPT].isNull(), e))
+    by_topic = [r for r in mine if r.by_topic]
+    include = _by_topic([r for r in by_topic if r.format == "debezium_json"], lambda r: r.include_schema,
+                        o.debezium_record_include_schema)
+    if include is True:
+        parsed = _from_json(F.col("__v"), StructType([StructField("payload", body), StructField(_CORRUPT, StringType())]))
+        e = parsed["payload"]
+    elif include is False:
+        parsed = _from_json(F.col("__v"), StructType([*body.fields, StructField(_CORRUPT, StringType())]))
+        e = parsed
+    else:  # items of tables_configs differ: both shapes, each record read as its topic's item says
+        parsed = _from_json(F.col("__v"), StructType([StructField("payload", body), *body.fields,
+                                                      StructField(_CORRUPT, StringType())]))
+        e = F.when(include, parsed["payload"]).otherwise(F.struct(*[parsed[f.name].alias(f.name) for f in body.fields]))
+    is_dbz = F.lit(dbz == "debezium_json") if isinstance(dbz, str) else dbz == F.lit("debezium_json")
+    df = df.withColumn("__dbz", is_dbz).withColumn("__e", F.when(F.col("__dbz") & parsed[_CORRUPT].isNull(), e))
     s = F.col("__e.source")
-    f = o.debezium_record_table_filter
-    if f is not None:
-        keep = F.col("__e.source.table") == F.lit(f.table_name)
-        if f.schema_name is not None:
-            keep = keep & (s["schema"] == F.lit(f.schema_name))
-        if f.database_name is not None:
-            keep = keep & (s["db"] == F.lit(f.database_name))
-        df = df.where(keep | F.col("__e.op").isNull())
+    op = F.col("__e.op")
+    # the records of an item's own topics are its table's (narrowed by its table filter); the others go by source block
     table = None
+    for r in by_topic:
+        cond = _on_topic(r)
+        if r.format == "debezium_json" and r.table_filter is not None:
+            cond = cond & (op.isNull() | _filter(r.table_filter, s))
+        table = F.when(cond, F.lit(r.table)) if table is None else table.when(cond, F.lit(r.table))
+    rest = None
+    block = [r for r in mine if not r.by_topic]
     if not o.tables_configs and (o.schema_ is None or o.schema_.table is None):
         # one table the job does not name: every event is its change (SeaTunnel's
         # single-table reading; debezium_record_table_filter picks a table)
-        table = F.lit(tables[0].table_id)
-    for t in tables if table is None else ():
-        cond = _matches(t.table_id, s)
-        table = F.when(cond, F.lit(t.table_id)) if table is None else table.when(cond, F.lit(t.table_id))
-    op = F.col("__e.op")
+        rest = F.lit(mine[0].table)
+    for r in block if rest is None else ():
+        cond = _matches(r.table, s)
+        rest = F.when(cond, F.lit(r.table)) if rest is None else rest.when(cond, F.lit(r.table))
+    rest = rest if rest is not None else F.lit(None).cast("string")
+    table = F.when(F.col("__claimed"), table if table is not None else F.lit(None).cast("string")).otherwise(rest)
+    # filtered out: events an item's table filter (or the source's, for the other topics) does not keep
+    dropped = F.col("__claimed") & table.isNull()
+    f = o.debezium_record_table_filter
+    if f is not None:
+        dropped = dropped | (~F.col("__claimed") & ~_filter(f, s))
+    df = df.where(~(F.col("__dbz") & op.isNotNull() & F.coalesce(dropped, F.lit(False))))
     name = F.concat_ws(".", s["db"], s["schema"], s["table"])
     err = (
-        F.when(F.col("__e").isNull() | op.isNull(), F.lit("not a Debezium change event (no op)"))
+        F.when(~F.col("__dbz"), F.when(table.isNull(), F.lit("no declared table reads this topic")))
+        .when(F.col("__e").isNull() | op.isNull(), F.lit("not a Debezium change event (no op)"))
         .when((op == "t") & F.lit(o.truncate_events == "reject"),
               F.concat(F.lit("TRUNCATE of "), name, F.lit(" rejected (set the source's truncate_events = apply "
                                                           "to clear the table, or ignore)")))
@@ -320,7 +453,8 @@ def _debezium(source: "Kafka", df: "DataFrame", tables: tuple[TableSchema, ...])
         return F.struct(F.lit(kind).alias("k"), F.col(f"__e.{column}").alias("img"))
 
     changes = (
-        F.when(F.col("__err").isNotNull(), F.array(change))
+        F.when(~F.col("__dbz"), F.array(F.struct(F.lit(rows.INSERT).alias("k"), F.col("__v").alias("img"))))
+        .when(F.col("__err").isNotNull(), F.array(change))
         .when(op == "t", F.array(*([img(rows.TRUNCATE, "after")] if o.truncate_events == "apply" else [])))
         .when(op.isin("c", "r"), F.array(img(rows.INSERT, "after")))
         .when((op == "u") & F.col("__e.before").isNotNull(), F.array(img(rows.UPDATE_BEFORE, "before"), img(rows.UPDATE_AFTER, "after")))
@@ -329,8 +463,12 @@ def _debezium(source: "Kafka", df: "DataFrame", tables: tuple[TableSchema, ...])
     )
     df = df.withColumn(rows.TABLE, table).withColumn("__err", err)
     df = df.withColumn("__src_table", F.coalesce(table, F.nullif(name, F.lit(""))))
+    # what the rows need of the event, before the explode (nested fields of a struct read after a Generate
+    # can be pruned below it by Spark's optimizer: INTERNAL_ERROR_ATTRIBUTE_NOT_FOUND)
+    df = df.withColumn(rows.SEQ, F.coalesce(s["lsn"], F.col("offset")))
+    df = df.withColumn("__ts", F.coalesce(F.col("__e.source.ts_ms"), F.col("__e.ts_ms")))
     df = df.withColumn("__c", F.explode(changes))
-    df = df.withColumn(rows.KIND, F.col("__c.k")).withColumn(rows.SEQ, F.coalesce(s["lsn"], F.col("offset")))
+    df = df.withColumn(rows.KIND, F.col("__c.k"))
     return df, F.col("__c.img")
 
 

@@ -72,6 +72,7 @@ the rows reach a sink that applies truncates without a transform between) or
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -117,30 +118,30 @@ CONSUMER_REFUSED = {
 CONSUMER_ENGINE = ("auto.offset.reset", "enable.auto.commit")
 
 
-class KafkaTableConfig(BaseModel):
-    """One item of ``tables_configs``: a table, and the topic(s) holding its records."""
+StartMode = Literal["earliest", "group_offsets", "latest", "specific_offsets", "timestamp"]
+ErrorWay = Literal["dead_letter", "fail", "skip"]
+# what an item of tables_configs may set for its own topic(s), else the source's value applies
+PER_TOPIC = ("consumer_group", "start_mode", "start_mode_offsets", "start_mode_timestamp", "debezium_record_include_schema")
+START = ("consumer_group", "start_mode", "start_mode_offsets", "start_mode_timestamp")
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-    topic: str | None = Field(None, description="Topic(s) of this table's records (json/text: required).")
-    pattern: bool = Field(False, description="topic is a Java regular expression.")
-    format: Format | None = Field(None, description="Format of this table's records; default: the source's format.")
-    field_delimiter: str | None = Field(None, description="text format: the field separator; default: the source's.")
-    schema_: SchemaBlock = Field(alias="schema", description='The table: schema { table = "db.table", fields { ... } }.')
+def _lower(v: Any) -> Any:
+    return v.strip().lower() if isinstance(v, str) else v
 
-    _fmt = field_validator("format", mode="before")(lambda cls, v: _format(v))
 
-    @model_validator(mode="before")
-    @classmethod
-    def _flatten(cls, data: Any) -> Any:
-        known = {k for n, f in cls.model_fields.items() for k in (n, f.alias) if k}
-        return flatten_dotted(data, known) if isinstance(data, dict) else data
+def _offsets_map(v: Any) -> Any:
+    return {k: int(x) for k, x in dotted_map(v).items()} if isinstance(v, dict) else v
 
-    @model_validator(mode="after")
-    def _needs_table(self) -> "KafkaTableConfig":
-        if not self.schema_.table:
-            raise ValueError('each tables_configs item needs schema { table = "db.table", fields { ... } }')
-        return self
+
+def _start_problem(mode: str, offsets: dict[str, int] | None, timestamp: int | None) -> str | None:
+    if mode == "specific_offsets" and not offsets:
+        return 'start_mode = specific_offsets needs start_mode.offsets = { "topic-0" = 42, ... }'
+    if mode == "timestamp" and timestamp is None:
+        return "start_mode = timestamp needs start_mode.timestamp (epoch milliseconds)"
+    for key in offsets or {}:
+        if not re.fullmatch(r".+-\d+", key):
+            return f'start_mode.offsets key {key!r} must be "<topic>-<partition>", e.g. "orders-0"'
+    return None
 
 
 class TableFilter(BaseModel):
@@ -149,6 +150,76 @@ class TableFilter(BaseModel):
     database_name: str | None = Field(None, description="The event's source.db (null if the database has none).")
     schema_name: str | None = Field(None, description="The event's source.schema (null if the database has none).")
     table_name: str = Field(description="The event's source.table.")
+
+    def label(self) -> str:
+        return ".".join(p for p in (self.database_name, self.schema_name, self.table_name) if p)
+
+
+class KafkaTableConfig(BaseModel):
+    """One item of ``tables_configs`` (``table_list``): a table, and the topic(s)
+    holding its records, with the options SeaTunnel reads per item. What an
+    item leaves out, the source's option of the same name gives."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    topic: str | None = Field(
+        None, description="Topic(s) of this table's records: every record of them is this table's (json/text: "
+        "required; debezium_json without it: events go to the table their source block names).",
+    )  # fmt: skip
+    pattern: bool = Field(False, description="topic is a Java regular expression.")
+    consumer_group: str | None = Field(None, alias="consumer.group", description="This item's consumer group.")
+    start_mode: StartMode | None = Field(None, description="Where a new checkpoint starts reading this item's topics.")
+    start_mode_offsets: dict[str, int] | None = Field(None, alias="start_mode.offsets", description="specific_offsets.")
+    start_mode_timestamp: int | None = Field(None, alias="start_mode.timestamp", ge=0, description="timestamp (ms).")
+    format: Format | None = Field(None, description="Format of this table's records; default: the source's format.")
+    field_delimiter: str | None = Field(None, description="text format: the field separator; default: the source's.")
+    format_error_handle_way: ErrorWay | None = Field(None, description="This table's undecodable records.")
+    debezium_record_include_schema: bool | None = Field(None, description="debezium_json: events carry a schema.")
+    debezium_record_table_filter: TableFilter | None = Field(
+        None, description="debezium_json: keep only this table's events of the item's topic."
+    )
+    schema_: SchemaBlock | None = Field(
+        None, alias="schema", description='The table: schema { table = "db.table", fields { ... } } (no schema: '
+        "one column content, the record's text; no table: the topic's name).",
+    )  # fmt: skip
+
+    _fmt = field_validator("format", mode="before")(lambda cls, v: _format(v))
+    _mode = field_validator("start_mode", "format_error_handle_way", mode="before")(lambda cls, v: _lower(v))
+    _offs = field_validator("start_mode_offsets", mode="before")(lambda cls, v: _offsets_map(v))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flatten(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        known = {k for n, f in cls.model_fields.items() for k in (n, f.alias) if k}
+        data = flatten_dotted(data, known)
+        if "schema" not in data and "schema_" not in data and data.get("topic") is not None:
+            # as SeaTunnel: an item without a schema reads each record's text as one column `content`
+            data = {**data, "schema": {"fields": {"content": "string"}}, "format": "text", "field_delimiter": "\u0002"}
+        return data
+
+    @model_validator(mode="after")
+    def _needs_table(self) -> "KafkaTableConfig":
+        if self.schema_ is None:
+            raise ValueError('each tables_configs item needs a topic, or schema { table = "db.table", fields { ... } }')
+        if not self.schema_.table and (self.topic is None or self.pattern or "," in self.topic):
+            raise ValueError('name the table of this tables_configs item: schema { table = "db.table", ... } (only an '
+                             "item of one topic, not a pattern, is named by its topic)")
+        if not self.schema_.table:
+            from sources._schema_options import check_table_path
+
+            check_table_path(self.topic.strip())  # type: ignore[union-attr]
+        problem = _start_problem(self.start_mode or "", self.start_mode_offsets, self.start_mode_timestamp)
+        if problem:
+            raise ValueError(problem)
+        return self
+
+    @property
+    def table(self) -> str:
+        """The table id: ``schema.table``, else the topic's name (SeaTunnel's ``TablePath.of(topic)``)."""
+        assert self.schema_ is not None
+        return self.schema_.table or (self.topic or "").strip()
 
 
 class KafkaSourceOptions(SourceOptions):
@@ -170,13 +241,13 @@ class KafkaSourceOptions(SourceOptions):
     )
     schema_: SchemaBlock | None = Field(None, alias="schema", description="The table of a single-table source.")
     format: Format = Field("json", description="json, text or debezium_json.")
-    format_error_handle_way: Literal["dead_letter", "fail", "skip"] = Field(
-        "dead_letter",
-        description="A record that cannot be decoded: dead_letter (into the job's dead-letter table, with its "
-        "error and offset), fail (stop, naming its offset) or skip it.",
+    format_error_handle_way: ErrorWay = Field(
+        "fail",
+        description="A record that cannot be decoded: fail (SeaTunnel's default: stop, naming its offset), skip "
+        "it, or dead_letter (ours: into the job's dead-letter table, with its error and offset).",
     )
     field_delimiter: str = Field(",", min_length=1, description="text format: the field separator.")
-    start_mode: Literal["earliest", "group_offsets", "latest", "specific_offsets", "timestamp"] = Field(
+    start_mode: StartMode = Field(
         "group_offsets", description="Where a new checkpoint starts reading."
     )
     start_mode_offsets: dict[str, int] | None = Field(
@@ -248,15 +319,13 @@ class KafkaSourceOptions(SourceOptions):
                 raise ValueError(f"kafka.config.{key} is not supported by this engine: {CONSUMER_REFUSED[key]}")
         return v
 
-    @field_validator("start_mode", mode="before")
-    @classmethod
-    def _mode(cls, v: Any) -> Any:
-        return v.strip().lower() if isinstance(v, str) else v
+    _mode = field_validator("start_mode", "format_error_handle_way", mode="before")(lambda cls, v: _lower(v))
+    _offs = field_validator("start_mode_offsets", mode="before")(lambda cls, v: _offsets_map(v))
 
-    @field_validator("start_mode_offsets", mode="before")
-    @classmethod
-    def _offsets(cls, v: Any) -> Any:
-        return {k: int(x) for k, x in dotted_map(v).items()} if isinstance(v, dict) else v
+    def of(self, item: "KafkaTableConfig | None", name: str) -> Any:
+        """The option ``name`` for a tables_configs item: its own value, else the source's."""
+        own = getattr(item, name, None) if item is not None else None
+        return own if own is not None else getattr(self, name)
 
     @model_validator(mode="after")
     def _check(self) -> "KafkaSourceOptions":
@@ -265,18 +334,25 @@ class KafkaSourceOptions(SourceOptions):
                 raise ValueError("set either schema (one table) or tables_configs (several), not both")
             if not self.tables_configs:
                 raise ValueError("tables_configs is empty; add at least one table")
-            names = [t.schema_.table for t in self.tables_configs]
+            names = [t.table for t in self.tables_configs]
             dup = next((n for n in names if names.count(n) > 1), None)
             if dup is not None:
                 raise ValueError(f"table {dup!r} is declared twice in tables_configs")
             for t in self.tables_configs:
-                fmt = t.format or self.format
+                fmt = self.of(t, "format")
                 if fmt != "debezium_json" and t.topic is None:
-                    raise ValueError(
-                        f"tables_configs item {t.schema_.table!r}: format {fmt} routes records by topic; set its topic"
-                    )
+                    raise ValueError(f"tables_configs item {t.table!r}: format {fmt} routes records by topic; set its topic")
+                if fmt != "debezium_json" and t.debezium_record_table_filter is not None:
+                    raise ValueError(f"tables_configs item {t.table!r}: debezium_record_table_filter only applies to "
+                                     "format = debezium_json")
+                own = [n for n in PER_TOPIC if getattr(t, n) is not None]
+                if t.topic is None and own:
+                    names_ = ", ".join(KafkaTableConfig.model_fields[n].alias or n for n in own)
+                    raise ValueError(f"tables_configs item {t.table!r} has no topic of its own, so it reads the source's "
+                                     f"topics: set {names_} on the source, or give the item its topic")
             if self.topic is None and any(t.topic is None for t in self.tables_configs):
                 raise ValueError("set topic (the topics of every table) or a topic in each tables_configs item")
+            self._shared_topics()
         else:
             if self.topic is None:
                 raise ValueError("topic is required: the topic name(s), or a regex with pattern = true")
@@ -287,20 +363,73 @@ class KafkaSourceOptions(SourceOptions):
         for t in self.tables_configs or ():
             if t.pattern and t.topic is not None:
                 _check_regex(t.topic)
-        if self.start_mode == "specific_offsets" and not self.start_mode_offsets:
-            raise ValueError('start_mode = specific_offsets needs start_mode.offsets = { "topic-0" = 42, ... }')
-        if self.start_mode == "timestamp" and self.start_mode_timestamp is None:
-            raise ValueError("start_mode = timestamp needs start_mode.timestamp (epoch milliseconds)")
-        for key in self.start_mode_offsets or {}:
-            if not re.fullmatch(r".+-\d+", key):
-                raise ValueError(f'start_mode.offsets key {key!r} must be "<topic>-<partition>", e.g. "orders-0"')
+        problem = _start_problem(self.start_mode, self.start_mode_offsets, self.start_mode_timestamp)
+        if problem:
+            raise ValueError(problem)
         if self.truncate_events != "reject" and self.format != "debezium_json" and not any(
-            t.format == "debezium_json" for t in self.tables_configs or ()
+            self.of(t, "format") == "debezium_json" for t in self.tables_configs or ()
         ):
             raise ValueError("truncate_events only applies to format = debezium_json")
-        if self.debezium_record_table_filter is not None and self.format != "debezium_json":
+        if self.debezium_record_table_filter is not None and self.format != "debezium_json" and not any(
+            self.of(t, "format") == "debezium_json" for t in self.tables_configs or ()
+        ):
             raise ValueError("debezium_record_table_filter only applies to format = debezium_json")
         return self
+
+    def _shared_topics(self) -> None:
+        """Items naming the same topic: SeaTunnel keys its items by topic, so one
+        topic's records are one item's, unless debezium_record_table_filter
+        tells each item's events apart; the items must then start alike."""
+        by_topic: dict[str, list[KafkaTableConfig]] = {}
+        for t in self.tables_configs or ():
+            if t.topic is not None and not t.pattern:
+                for name in {x.strip() for x in t.topic.split(",") if x.strip()}:
+                    by_topic.setdefault(name, []).append(t)
+        for topic, items in by_topic.items():
+            if len(items) < 2:
+                continue
+            tables = ", ".join(repr(t.table) for t in items)
+            filters = [self.of(t, "debezium_record_table_filter") for t in items]
+            if any(f is None for f in filters) or len(set(filters)) < len(filters):
+                raise ValueError(f"tables_configs items {tables} all read topic {topic!r}: give each its own "
+                                 "debezium_record_table_filter to tell their events apart, or leave topic out of them "
+                                 "(events then go to the table their source block names)")
+            starts = {tuple(str(self.of(t, n)) for n in START) for t in items}
+            if len(starts) > 1:
+                raise ValueError(f"tables_configs items {tables} read topic {topic!r} but start differently "
+                                 "(consumer.group, start_mode): one topic starts at one place; make them equal")
+
+
+@dataclass(frozen=True)
+class Route:
+    """One table of the source: where its records come from and how they are
+    decoded. ``topics``/``pattern`` set: every record of those topics is this
+    table's (SeaTunnel's tables_configs item), narrowed by ``table_filter``
+    for Debezium events; neither: Debezium events of the source's topics go
+    here by their source block (or all of them, for a single unnamed table)."""
+
+    table: str
+    topics: tuple[str, ...]
+    pattern: str | None
+    format: str
+    way: str
+    include_schema: bool
+    delimiter: str
+    table_filter: TableFilter | None
+    consumer_group: str
+    start_mode: str
+    start_offsets: dict[str, int] | None
+    start_timestamp: int | None
+
+    @property
+    def by_topic(self) -> bool:
+        return bool(self.topics) or self.pattern is not None
+
+    def start(self) -> tuple:
+        """Where a new checkpoint starts this route's topics (equal tuples: equal starts)."""
+        offsets = tuple(sorted((self.start_offsets or {}).items()))
+        group = self.consumer_group if self.start_mode == "group_offsets" else None
+        return self.start_mode, offsets, self.start_timestamp, group
 
 
 def _debezium_match(table_id: str) -> str:
@@ -338,7 +467,7 @@ class Kafka(Source):
         def topics(v: dict) -> dict[str, tuple[frozenset[str], bool]]:
             out = {}
             for entry in v["options"].get("tables_configs") or []:
-                table = (entry.get("schema_") or {}).get("table")
+                table = (entry.get("schema_") or {}).get("table") or (entry.get("topic") or "").strip()
                 spec = entry.get("topic") or ""
                 out[table] = (frozenset(t.strip() for t in spec.split(",") if t.strip()), bool(entry.get("pattern")))
             return out
@@ -382,8 +511,30 @@ class Kafka(Source):
     def tables(self) -> list[tuple[str, KafkaTableConfig | None]]:
         o = self.options
         if o.tables_configs:
-            return [(t.schema_.table, t) for t in o.tables_configs]  # type: ignore[misc]
+            return [(t.table, t) for t in o.tables_configs]
         return [(table_id(o.schema_, o.plugin_output), None)]
+
+    def routes(self) -> list["Route"]:
+        """How each table's records are found and decoded (see :class:`Route`)."""
+        o = self.options
+        out = []
+        for tid, cfg in self.tables():
+            topics: tuple[str, ...] = ()
+            pattern = None
+            if cfg is not None and cfg.topic is not None:
+                if cfg.pattern:
+                    pattern = cfg.topic
+                else:
+                    topics = tuple(dict.fromkeys(x.strip() for x in cfg.topic.split(",") if x.strip()))
+            fmt = o.of(cfg, "format")
+            out.append(Route(
+                table=tid, topics=topics, pattern=pattern, format=fmt, way=o.of(cfg, "format_error_handle_way"),
+                include_schema=o.of(cfg, "debezium_record_include_schema"),
+                delimiter=o.of(cfg, "field_delimiter"), table_filter=o.of(cfg, "debezium_record_table_filter"),
+                consumer_group=o.of(cfg, "consumer_group"), start_mode=o.of(cfg, "start_mode"),
+                start_offsets=o.of(cfg, "start_mode_offsets"), start_timestamp=o.of(cfg, "start_mode_timestamp"),
+            ))
+        return out
 
     def output(self) -> Dataset:
         from dataclasses import replace
@@ -393,12 +544,21 @@ class Kafka(Source):
         for tid, cfg in self.tables():
             block = cfg.schema_ if cfg is not None else o.schema_
             assert block is not None
-            fmt = (cfg.format if cfg else None) or o.format
+            fmt = o.of(cfg, "format")
             out.append(replace(block.to_table(tid), truncates=fmt == "debezium_json" and o.truncate_events == "apply"))
         return Dataset(tuple(out))
 
+    def unclaimed_records(self) -> bool:
+        """Records may come from topics no tables_configs item names (the source's own ``topic``)."""
+        return self.options.topic is not None or not all(r.by_topic for r in self.routes())
+
+    def error_ways(self) -> set[str]:
+        """The format_error_handle_way of every record this source may read."""
+        ways = {r.way for r in self.routes()}
+        return ways | {self.options.format_error_handle_way} if self.unclaimed_records() else ways
+
     def dead_letters(self) -> bool:
-        return self.options.format_error_handle_way == "dead_letter"
+        return "dead_letter" in self.error_ways()
 
     def describe(self) -> str:
         o = self.options
@@ -406,14 +566,18 @@ class Kafka(Source):
         rate = f", <= {o.max_offsets_per_trigger} records/epoch" if o.max_offsets_per_trigger else ""
         errors = {"dead_letter": "undecodable -> dead letters", "fail": "undecodable -> fail", "skip": "undecodable -> skipped"}
         routes = []
-        for tid, cfg in self.tables():
-            fmt = (cfg.format if cfg else None) or o.format
-            if fmt == "debezium_json":
-                routes.append(f"{tid} <- Debezium events of {_debezium_match(tid)}")
-            elif cfg is not None and cfg.topic is not None:
-                routes.append(f"{tid} <- {'pattern ' if cfg.pattern else 'topic '}{cfg.topic} ({fmt})")
+        for r in self.routes():
+            own = [f"start {r.start_mode}"] if r.by_topic and r.start_mode != o.start_mode else []
+            own += [errors[r.way]] if r.way != o.format_error_handle_way else []
+            extra = f" [{', '.join(own)}]" if own else ""
+            where = f"{'pattern ' if r.pattern else 'topic '}{r.pattern or ','.join(r.topics)}" if r.by_topic else ""
+            if r.format == "debezium_json":
+                match = f"{where} (events of {r.table_filter.label()})" if r.by_topic and r.table_filter else where
+                routes.append(f"{r.table} <- Debezium events of {match or _debezium_match(r.table)}{extra}")
+            elif r.by_topic:
+                routes.append(f"{r.table} <- {where} ({r.format}){extra}")
             else:
-                routes.append(f"{tid} <- every record ({fmt})")
+                routes.append(f"{r.table} <- every record ({r.format}){extra}")
         return (f"Kafka ({what}, {o.format}, start {o.start_mode}{rate}, {errors[o.format_error_handle_way]}; "
                 f"routing: {'; '.join(routes)})")
 

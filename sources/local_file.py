@@ -317,6 +317,13 @@ LocalFileSourceOptions.model_rebuild()
 class LocalFile(Source):
     name: ClassVar[str] = "LocalFile"
     seatunnel_page = "connector-v2/source/LocalFile.md"
+    seatunnel_defaults = {
+        "delimiter/field_delimiter": "unset: \\001 for text, ',' for csv (the page's default is text's)",
+        "date_format": "unset: Spark's date parser, which reads the page's yyyy-MM-dd",
+        "datetime_format": "unset: Spark's timestamp parser, which reads the page's yyyy-MM-dd HH:mm:ss "
+                           "(and ISO 8601 besides)",
+        "tables_configs": "none (the page's Default column holds a description)",
+    }
     Options = LocalFileSourceOptions
     description = "Reads json, csv, text, xml, parquet or orc files from a local directory (SeaTunnel LocalFile)."
     boundedness = "both"

@@ -66,6 +66,85 @@ def documented_options(page: str) -> list[str]:
     return names
 
 
+def documented_defaults(page: str) -> dict[str, str]:
+    """Option name -> the text of its Default column, for the option tables
+    of a page that have one (the first table naming an option wins)."""
+    out: dict[str, str] = {}
+    column = None
+    for line in (DOCS / page).read_text(encoding="utf-8").splitlines():
+        if not line.lstrip().startswith("|"):
+            column = None
+            continue
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]  # "string\|ConfigMap": one cell
+        low = [c.lower().strip("`").strip() for c in cells]
+        if low and low[0] in _HEADER_NAMES and {"type", "required", "default"} & set(low[1:]):
+            column = next((i for i, c in enumerate(low) if c.startswith("default")), None)
+        elif column is not None and cells and not re.fullmatch(r":?-+:?", cells[0] or "-") and column < len(cells):
+            out.setdefault(cells[0].strip("`").strip(), cells[column].strip())
+    return out
+
+
+_NO_DEFAULT = {"", "-", "none", "null", "no"}
+
+
+def page_default(text: str) -> Any:
+    """A Default cell as a value: None when the page gives none ("-"); bools,
+    numbers (hex too) and strings as written; anything else as its text."""
+    t = text.strip().strip("`").strip()
+    if len(t) >= 2 and t[0] == t[-1] and t[0] in "\"'":
+        t = t[1:-1]
+    if t.lower() in _NO_DEFAULT:
+        return None
+    if "\\" in t:  # "\n", '\001': the escapes the pages write for control characters
+        import codecs
+
+        try:
+            t = codecs.decode(t, "unicode_escape")
+        except UnicodeDecodeError:
+            return t
+    if t.lower() in ("true", "false"):
+        return t.lower() == "true"
+    for parse in (int, lambda x: int(x, 16), float, float.fromhex):
+        try:
+            return parse(t)
+        except ValueError:
+            continue
+    return t
+
+
+def _same_default(page: Any, ours: Any) -> bool:
+    if isinstance(page, bool) or isinstance(ours, bool):
+        return page is ours or (isinstance(ours, str) and str(page).lower() == ours.lower())
+    if isinstance(page, (int, float)) and isinstance(ours, (int, float)):
+        return float(page) == float(ours)
+    if isinstance(ours, (int, float)) and isinstance(page, str):
+        return False
+    return str(page).lower() == str(ours).lower()
+
+
+def default_mismatches(plugin: type[Plugin]) -> list[tuple[str, str, Any]]:
+    """(option, the page's default, ours) for every supported option whose
+    documented default differs from the options model's (refused options and
+    options the page gives no default for are left out)."""
+    from pydantic_core import PydanticUndefined
+
+    out = []
+    for row in status_of(plugin):
+        if row.status != "supported":
+            continue
+        text = documented_defaults(row.page).get(row.name, "-")
+        page = page_default(text)
+        if page is None:
+            continue
+        field = _field_anywhere(plugin.Options, row.name.split("/")[0].strip())
+        ours = field.default if field.default is not PydanticUndefined else None
+        if ours is None and field.default_factory is not None:
+            ours = field.default_factory()
+        if not _same_default(page, ours):
+            out.append((row.name, text, ours))
+    return out
+
+
 @dataclass(frozen=True)
 class OptionStatus:
     name: str

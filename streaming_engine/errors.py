@@ -51,6 +51,9 @@ MESSAGES: dict[str, str] = {
     "PLAN.DUPLICATE_VERTEX": "execution plan has two vertices named {name!r}",
     "PLAN.INVALID": "{detail}",
     "RUNTIME.NOT_AVAILABLE": "{detail}",
+    "DATA.ALL_DEAD_LETTERS": "{pipeline}: every record of this run ({count}) went to the dead-letter table {path} "
+    "(they are kept there); the first error: {error}. Check the source's format and schema against the records, "
+    "or set env {{ dead_letter.allow_all = true }} when that is expected",
     "RUNTIME.FAILED": "{detail}",
     "RUNTIME.DRAINED": "{pipeline} stopped for a savepoint before epoch {epoch} (nothing of it written; the next "
     "run starts with it)",

@@ -130,6 +130,11 @@ class EnvConfig(BaseModel):
         None, alias="dead_letter.path",
         description="Delta table of records sources could not decode (default: <checkpoint.dir>/<job>/_dead_letter).",
     )
+    dead_letter_allow_all: bool = Field(
+        False, alias="dead_letter.allow_all",
+        description="A run whose every record went to the dead-letter table ends FINISHED (default: FAILED, naming "
+        "the first error: a wrong format or schema looks like that).",
+    )
     python_files: tuple[str, ...] = Field(
         (), alias="python.files",
         description="User Python modules the job imports (.py, .zip or folders; relative to the job file's folder), "

@@ -52,6 +52,9 @@ class PipelineRunner:
     bus: EventBus
     ledger_path: str
     last_epoch: int = -1
+    run_rows_in: int = 0  # records this run read (pipelines with dead letters), and how many went to dead letters
+    run_dead_letters: int = 0
+    first_dead_letter: str | None = None  # the first error of an epoch whose every record went there
     replay_epoch: int | None = None  # the batch this query run re-runs first, if any
     # (sink uid, table id) -> the newest epoch the target held when the query started
     marks: dict[tuple[str, str], int] = field(default_factory=dict)
@@ -208,10 +211,12 @@ class PipelineRunner:
     def _dead_letters(self) -> bool:
         return any(self.dag.vertex(v.members[0]).plugin.dead_letters() for v in self._sources())  # type: ignore[attr-defined]
 
-    def _write_dead_letters(self, batch: "DataFrame", batch_id: int) -> "tuple[DataFrame, CommitRecord | None]":
+    def _write_dead_letters(self, batch: "DataFrame", batch_id: int, rows_in: int) -> "tuple[DataFrame, CommitRecord | None]":
         """Records the sources could not decode -> the job's dead-letter table,
         as epoch ``batch_id`` of the pipeline's txn id (a replay appends
-        nothing twice); the batch's good rows, without the reject column."""
+        nothing twice); the batch's good rows, without the reject column. An
+        epoch whose every record went there is logged as an error (the count
+        and the first error); the run counts them for :meth:`finish`."""
         from pyspark.sql import functions as F
 
         from streaming_engine.checkpoint import delta_txn
@@ -231,6 +236,13 @@ class PipelineRunner:
             self.spark, letters, delta_txn.Target(path), dead_letter_app_id(self.dag, self.pipeline.key), batch_id
         )
         faults.maybe_crash("dead_letters_written", batch_id)
+        self.run_dead_letters += done.rows
+        if done.rows and done.rows == rows_in:
+            first = redact_text(str(dead.select(F.col(f"{rows.REJECT}.error")).first()[0]))
+            self.first_dead_letter = self.first_dead_letter or first
+            log.error("every record of the epoch went to the dead-letter table",
+                      extra={"ctx": {"pipeline": self.pipeline.name, "epoch": batch_id, "records": done.rows,
+                                     "dead_letter_table": path, "first_error": first}})
         return good, CommitRecord(DEAD_LETTER[0], DEAD_LETTER[1], path, done.rows, done.version, done.skipped)
 
     def combined_dataset(self) -> Dataset:
@@ -315,7 +327,8 @@ class PipelineRunner:
                 # rows in (= rows to the sinks + dead letters), counted on the cache it builds
                 rows_in = sum(present.values()) if present is not None else batch.count()
                 commits.append(CommitRecord(ROWS_IN[0], ROWS_IN[1], "", rows_in, None, False))
-                batch, letters = self._write_dead_letters(batch, batch_id)
+                self.run_rows_in += rows_in
+                batch, letters = self._write_dead_letters(batch, batch_id, rows_in)
                 commits.extend([letters] if letters is not None else [])
             outputs = self._run_vertices(batch, batch_id, cached, shuffled, built=self._dead_letters or shuffled)
             commits += self._commit_sinks(outputs, batch_id, batch if shuffled else None, present)
@@ -445,6 +458,10 @@ class PipelineRunner:
             if v.kind == "sink":
                 lv = self.dag.vertex(v.members[0])
                 lv.plugin.finish(self._epoch_context(lv, self.last_epoch), lv.schema)  # type: ignore[attr-defined]
+        if self.run_rows_in and self.run_dead_letters == self.run_rows_in and not self.dag.env.dead_letter_allow_all:
+            raise RuntimeFailure("DATA.ALL_DEAD_LETTERS", {
+                "pipeline": self.pipeline.name, "count": self.run_dead_letters, "path": dead_letter_path(self.dag),
+                "error": self.first_dead_letter or "?"})
 
     def _commit_sinks(
         self, outputs: dict[str, Frames], batch_id: int, grouped: "DataFrame | None" = None,

@@ -33,7 +33,8 @@ if TYPE_CHECKING:  # pragma: no cover
 STRATEGIES = ("fixed-delay", "exponential-delay", "failure-rate", "none")
 
 # Errors a restart cannot heal: the same input or setting fails the same way
-# again. The engine's own conditions (an assertion, the config, a schema
+# again. The engine's own conditions (an assertion, the config, the data (every
+# record a dead letter), a schema
 # conflict, a checkpoint behind its targets, the control plane), Spark's and
 # Delta's errors whose SQLSTATE says so (class 42: the query cannot be analysed
 # against the table, e.g. a column Delta's schema lacks; class 22: a data
@@ -41,7 +42,7 @@ STRATEGIES = ("fixed-delay", "exponential-delay", "failure-rate", "none")
 # DELTA_FAILED_TO_MERGE_FIELDS when a column's type conflicts with the
 # target's; class 28: invalid authorization), and credentials or permissions
 # refused by a client library.
-_NOT_RETRIABLE_CONDITIONS = ("ASSERT.", "CONFIG.", "SCHEMA.", "CHECKPOINT.", "JOB.", "RUNTIME.NOT_AVAILABLE")
+_NOT_RETRIABLE_CONDITIONS = ("ASSERT.", "CONFIG.", "SCHEMA.", "CHECKPOINT.", "JOB.", "DATA.", "RUNTIME.NOT_AVAILABLE")
 _NOT_RETRIABLE_SQLSTATES = ("42", "22", "28")
 _NOT_RETRIABLE_CAUSES = (
     "[terminal]", "AuthenticationException", "AuthorizationException", "AccessDeniedException",

@@ -91,3 +91,27 @@ def test_the_compatibility_page_is_generated_and_current():
     from transforms._sql_functions import FUNCTIONS
 
     assert len(FUNCTIONS) >= 90 and all(f"| `{name}` |" in text for name in FUNCTIONS)
+
+
+def test_the_defaults_reader_reads_the_pages_default_columns():
+    """The page reader finds the Default cells (escaped pipes inside a cell
+    included), so the comparison below compares something."""
+    kafka = compat.documented_defaults("connector-v2/source/Kafka.md")
+    assert kafka["format_error_handle_way"] == "fail" and kafka["consumer.group"] == "SeaTunnel-Consumer-Group"
+    assert compat.documented_defaults("connector-v2/sink/Assert.md")["rules.field_rules.field_name"] == "-"
+    assert compat.page_default('"\\n"') == "\n" and compat.page_default("'\\001'") == "\x01"
+    assert compat.page_default("0x7fffffff") == 2**31 - 1 and compat.page_default("-") is None
+    compared = [r for c in PLUGINS for r in compat.status_of(c) if r.status == "supported"
+                and compat.page_default(compat.documented_defaults(r.page).get(r.name, "-")) is not None]
+    assert len(compared) >= 60, len(compared)
+
+
+@pytest.mark.parametrize("plugin", PLUGINS, ids=lambda c: f"{c.kind}-{c.name}")
+def test_every_documented_default_is_seatunnels(plugin):
+    """An option the page gives a default for has that default here; the few
+    whose page writes it as prose (or per format) say so in seatunnel_defaults."""
+    mismatches = compat.default_mismatches(plugin)
+    undeclared = [m for m in mismatches if m[0] not in plugin.seatunnel_defaults]
+    assert not undeclared, f"{plugin.kind} {plugin.name}: (option, page default, ours): {undeclared}"
+    stale = set(plugin.seatunnel_defaults) - {m[0] for m in mismatches}
+    assert not stale, f"{plugin.kind} {plugin.name}: seatunnel_defaults names options whose default matches: {stale}"

@@ -110,3 +110,62 @@ def test_an_upsert_sink_applies_truncates_and_explain_says_so(truncates, shown):
 def test_truncate_events_need_debezium_json():
     found = [str(p) for p in problems_of(BASE.format(opts=f"topic = t, truncate_events = apply, {SCHEMA}"))]
     assert any("truncate_events only applies to format = debezium_json" in f for f in found), found
+
+
+ITEM = 'schema = { table = "%s", fields { id = int } }'
+
+
+@pytest.mark.parametrize(
+    "items, message",
+    [
+        # an item routed by its events' source block reads the source's topics: it cannot start elsewhere
+        (f'{{ format = debezium_json, start_mode = earliest, {ITEM % "s.a"} }}', "has no topic of its own"),
+        (f'{{ topic = x, {ITEM % "s.a"} }}, {{ topic = x, {ITEM % "s.b"} }}', "all read topic 'x'"),
+        (f'{{ topic = x, format = debezium_json, debezium_record_table_filter {{ table_name = a }}, {ITEM % "s.a"} }}, '
+         f'{{ topic = x, format = debezium_json, start_mode = earliest, debezium_record_table_filter {{ table_name = b }}, '
+         f'{ITEM % "s.b"} }}', "start differently"),
+        (f'{{ topic = x, debezium_record_table_filter {{ table_name = a }}, {ITEM % "s.a"} }}',
+         "debezium_record_table_filter only applies to format = debezium_json"),
+        (f'{{ topic = "x.*", pattern = true, schema = {{ fields {{ id = int }} }} }}', "name the table"),
+        (f'{{ topic = x, start_mode = timestamp, {ITEM % "s.a"} }}', "needs start_mode.timestamp"),
+    ],
+)
+def test_bad_table_list_items_are_config_errors_naming_the_item(items, message):
+    found = [str(p) for p in problems_of(BASE.format(opts=f"table_list = [ {items} ]"))]
+    assert any(message in f for f in found), found
+
+
+def test_a_table_list_item_takes_its_own_options_and_is_named_by_its_table_or_topic():
+    """SeaTunnel's page writes the options inside each item: they are read
+    there (not unknown-option warnings), and an item without schema.table is
+    its topic's table (an item without a schema: one column content)."""
+    from tests.unit.helpers import compile_ok
+
+    job = compile_ok(BASE.format(opts=(
+        'consumer.group = all, table_list = [ '
+        '{ topic = "shop.orders", start_mode = earliest, consumer.group = g1, format = json, '
+        '  format_error_handle_way = skip, schema = { fields { id = int } } }, '
+        '{ topic = raw, start_mode = timestamp, start_mode.timestamp = 1700000000000 }, '
+        '{ topic = cdc, format = debezium_json, debezium_record_include_schema = false, '
+        '  debezium_record_table_filter { schema_name = public, table_name = t }, ' + ITEM % "lake.t" + ' } ]')))
+    assert not [w for w in job.dag.warnings if w.condition == "CONFIG.UNKNOWN_OPTION"], job.dag.warnings
+    [src] = [v for v in job.dag.vertices if v.kind == "source"]
+    routes = {r.table: r for r in src.plugin.routes()}
+    assert set(routes) == {"shop.orders", "raw", "lake.t"}
+    orders, raw, cdc = routes["shop.orders"], routes["raw"], routes["lake.t"]
+    assert (orders.start_mode, orders.consumer_group, orders.way, orders.format) == ("earliest", "g1", "skip", "json")
+    assert (raw.start_mode, raw.start_timestamp, raw.consumer_group, raw.format) == ("timestamp", 1700000000000, "all", "text")
+    assert [c.name for c in src.plugin.output().table("raw").columns] == ["content"]
+    assert (cdc.include_schema, cdc.table_filter.label(), cdc.way, cdc.start_mode) == (False, "public.t", "fail", "group_offsets")
+    text = render(job)
+    assert "shop.orders <- topic shop.orders (json) [start earliest, undecodable -> skipped]" in text, text
+    assert "lake.t <- Debezium events of topic cdc (events of public.t)" in text, text
+
+
+def test_seatunnels_default_for_undecodable_records_is_fail():
+    from tests.unit.helpers import compile_ok
+
+    job = compile_ok(BASE.format(opts=f"topic = t, {SCHEMA}"))
+    [src] = [v for v in job.dag.vertices if v.kind == "source"]
+    assert src.plugin.options.format_error_handle_way == "fail" and not src.plugin.dead_letters()
+    assert "undecodable -> fail" in render(job)

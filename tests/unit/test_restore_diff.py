@@ -91,8 +91,11 @@ def test_a_kafka_table_with_topics_of_its_own_may_be_added_and_starts_from_its_b
 
 
 def test_a_kafka_table_on_a_topic_already_read_or_a_changed_topic_or_a_removed_table_is_refused():
-    shared = '{ topic = ta, schema = { table = "db.c", fields { id = bigint, qty = bigint } } }'
-    assert any("'db.c' is new but reads ['ta']" in r for r in diff(_kafka(A), _kafka(A, shared)).refused)
+    # one Debezium topic of several tables, told apart by each item's table filter
+    dbz = ('{ topic = ta, format = debezium_json, debezium_record_table_filter { table_name = %s }, '
+           'schema = { table = "db.%s", fields { id = bigint, qty = bigint } } }')
+    refused = diff(_kafka(dbz % ("a", "a")), _kafka(dbz % ("a", "a"), dbz % ("c", "c"))).refused
+    assert any("'db.c' is new but reads ['ta']" in r for r in refused), refused
     moved = A.replace("topic = ta", "topic = tz")
     assert any("'db.a' reads other topics now" in r for r in diff(_kafka(A), _kafka(moved)).refused)
     assert any("'db.b' is gone" in r for r in diff(_kafka(A, B), _kafka(A)).refused)

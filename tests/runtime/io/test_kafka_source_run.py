@@ -100,6 +100,35 @@ def test_a_record_that_is_not_json_stops_the_job_naming_its_offset_or_is_skipped
     assert [r["id"] for r in ran.rows(spark, "orders", order_by="id")] == [1, 3]
 
 
+def test_a_run_whose_every_record_is_a_dead_letter_fails_naming_the_first_error_unless_allowed(
+    kafka_broker, run_job_text, spark, caplog
+):
+    """A job that decodes nothing (here: text records read as json) keeps its
+    dead letters, logs each such epoch as an error and ends FAILED (not
+    retried); env dead_letter.allow_all = true accepts it."""
+    import logging
+
+    kafka_broker.create_topic("orders", partitions=1)
+    _produce(kafka_broker.bootstrap, "orders", [(str(i), f"order {i};item;{i}", 0) for i in range(50)])
+    job = JSON_JOB.format(bootstrap=kafka_broker.bootstrap, errors="dead_letter").replace("kjson", "kall")
+    job = job.replace("job.mode = BATCH", "job.mode = BATCH, job.retry.times = 2")
+    with caplog.at_level(logging.ERROR, logger="streaming_engine.runtime"):
+        ran = run_job_text(job)
+    assert ran.result.status == "FAILED"
+    text = str(ran.result.error)
+    assert "[DATA.ALL_DEAD_LETTERS]" in text and "every record of this run (50)" in text, text
+    assert "the value is not a JSON object" in text and "dead_letter.allow_all" in text, text
+    epochs = [r for r in caplog.records if r.getMessage() == "every record of the epoch went to the dead-letter table"]
+    assert [r.ctx["records"] for r in epochs] == [40, 10], epochs  # max_offsets_per_trigger = 40
+    assert len(ran.rows(spark, "checkpoints/kall/_dead_letter")) == 50  # kept
+    assert not [e for e in ran.events if type(e).__name__ == "PipelineFailed" and e.restart_in is not None]
+
+    allowed = job.replace("kall", "kall2").replace("job.retry.times = 2", "dead_letter.allow_all = true")
+    ran = run_job_text(allowed)
+    assert ran.result.status == "FINISHED", ran.result.error
+    assert len(ran.rows(spark, "checkpoints/kall2/_dead_letter")) == 50
+
+
 def test_records_that_cannot_be_decoded_go_to_the_dead_letter_table_in_the_same_epoch(kafka_broker, run_job_text, spark):
     kafka_broker.create_topic("orders", partitions=2)
     good = [(str(i), _order(i), i % 2) for i in range(60)]
@@ -416,6 +445,7 @@ source {{
     start_mode = earliest
     format = debezium_json
     debezium_record_include_schema = false
+    format_error_handle_way = dead_letter
     schema = {{ table = "public.customers", fields {{ id = int, name = string }} }}
   }}
 }}
