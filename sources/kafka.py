@@ -26,21 +26,34 @@ Options (SeaTunnel's names and meanings):
   ``debezium_json`` (Debezium change events, see below); Spark has no reader
   for canal_json, maxwell_json, ogg_json, avro, protobuf and native here: those
   are refused at plan time;
-- ``format_error_handle_way``: ``dead_letter`` (default, ours: the record, its
-  error, its table if known and its topic, partition and offset go to the
-  job's dead-letter Delta table in the same epoch), ``fail`` (SeaTunnel's
-  default: the query stops with an error naming the topic, partition and
-  offset of the record) or ``skip``;
-- ``schema`` (one table) or ``tables_configs = [{ topic, schema { table = ... } }, ...]``
-  (several tables: json/text records are routed by topic; debezium_json
-  records by the table named in the event);
+- ``format_error_handle_way``: ``fail`` (SeaTunnel's default: the query
+  stops with an error naming the topic, partition and offset of the record),
+  ``skip``, or ``dead_letter`` (ours: the record, its error, its table if
+  known and its topic, partition and offset go to the job's dead-letter Delta
+  table in the same epoch; a run whose EVERY record went there ends FAILED
+  unless ``env { dead_letter.allow_all = true }``);
+- ``schema`` (one table) or ``tables_configs`` (``table_list``, SeaTunnel's
+  older name) = ``[{ topic, schema { table = ... }, ... }, ...]``: several
+  tables. As SeaTunnel reads an item: every record of the item's topic (or
+  pattern) is the item's table, named by its ``schema.table`` or else by the
+  topic (an item without a schema: one column ``content``); an item may set
+  ``pattern``, ``consumer.group``, ``start_mode`` (and its offsets or
+  timestamp), ``format``, ``field_delimiter``, ``format_error_handle_way``,
+  ``debezium_record_include_schema`` and ``debezium_record_table_filter`` (it
+  keeps that table's events of the topic, so several items may share one
+  Debezium topic), else the source's value applies. Items that start
+  differently: every partition's start is resolved when a new checkpoint
+  begins. Ours: a debezium_json item WITHOUT a topic reads the source's
+  ``topic`` and takes the events its ``source`` block names (one topic
+  pattern for a whole database);
 - ``max_offsets_per_trigger`` (ours: at most this many records per
   micro-batch, Spark's ``maxOffsetsPerTrigger``); ``poll.timeout``
   (Spark's ``kafkaConsumer.pollTimeoutMs``);
 - ``commit_on_checkpoint`` (default true): after each committed epoch its end
   offsets are committed to ``consumer.group`` (Admin client), so lag tools see
   the job and a NEW checkpoint with ``group_offsets`` starts where it stopped;
-  the query itself always resumes from its checkpoint.
+  the query itself always resumes from its checkpoint (an item's topics: to
+  the item's ``consumer.group``).
 
 Debezium (``format = debezium_json``, ``debezium_record_include_schema``
 default true: events wrapped in ``{"schema", "payload"}``): ``c`` and ``r``

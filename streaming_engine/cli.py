@@ -313,15 +313,14 @@ def _plugins(name: str | None) -> int:
         for kind, reg in REGISTRIES.items():
             print(f"{kind}s: {', '.join(reg.names())}")
         return 0
-    for kind, reg in REGISTRIES.items():
-        cls = reg.find(name)
-        if cls is None:
-            continue
-        print(f"{cls.name} ({kind}){': ' + cls.description if cls.description else ''}")
+    found = [(kind, cls) for kind, reg in REGISTRIES.items() if (cls := reg.find(name)) is not None]
+    for i, (kind, cls) in enumerate(found):  # every kind of that name (Delta, Kafka, LocalFile: a source and a sink)
+        print(f"{'' if i == 0 else chr(10)}{cls.name} ({kind}){': ' + cls.description if cls.description else ''}")
         for fname, f in cls.Options.model_fields.items():
             key = f.alias or fname
             req = "required" if f.is_required() else f"default {f.default!r}"
             print(f"  {key:<28} {req:<24} {f.description or ''}")
-        return 0
-    print(f"error: no plugin named {name!r}", file=sys.stderr)
-    return 1
+    if not found:
+        print(f"error: no plugin named {name!r}", file=sys.stderr)
+        return 1
+    return 0

@@ -110,3 +110,13 @@ def test_cluster_deploy_mode_is_refused_not_ignored(tmp_path, capsys):
         assert captured.out == ""  # nothing compiled, nothing run
         assert "deploy mode 'cluster' needs spark-submit" in captured.err
         assert "./spark-submit.sh -e cluster" in captured.err and "-e client" in captured.err
+
+
+def test_plugins_of_a_name_print_every_kind_that_has_it(capsys):
+    assert main(["plugins", "Delta"]) == 0
+    out = capsys.readouterr().out
+    assert "Delta (source)" in out and "Delta (sink)" in out and "save_mode" in out, out
+    assert main(["plugins", "Kafka"]) == 0
+    out = capsys.readouterr().out
+    assert "Kafka (source)" in out and "Kafka (sink)" in out and "semantics" in out and "start_mode" in out
+    assert main(["plugins", "NoSuchPlugin"]) == 1
