@@ -38,7 +38,7 @@ from streaming_engine.runtime.session import ENGINE_JAR, ENGINE_SPARK_JAR, jars_
 # Classes that use Delta's and Spark's SQL internals and run on executors:
 # loaded through spark.jars (shipped to every executor, same class loader as
 # Delta), not the driver class path.
-SPARK_JAR_CLASSES = {"MultiTableWrite", "MultiTableMerge", "KafkaEpochWriter", "StoreCheckpointFileManager"}
+SPARK_JAR_CLASSES = {"MultiTableWrite", "MultiTableMerge", "KafkaEpochWriter", "StoreCheckpointFileManager", "PermissiveJson"}
 
 
 def _javac() -> str | None:

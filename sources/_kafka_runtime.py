@@ -135,7 +135,7 @@ def _resolved(source: "Kafka", spark: Any, units: list["Route"]) -> dict[str, di
             names = set(unit.topics) | ({t for t in listed if re.fullmatch(unit.pattern, t)} if unit.pattern else set())
             for name in names:
                 other = owner.get(name)
-                if other is not None and other.table and other.start() != unit.start():
+                if other is not None and unit.table and other.start() != unit.start():  # two items (not the source)
                     raise EngineError("RUNTIME.FAILED", {"detail": (
                         f"Kafka source: topic {name!r} is read by tables {other.table!r} and {unit.table!r}, which "
                         "start differently (consumer.group, start_mode): make their starts equal")})

@@ -217,6 +217,37 @@ def leaf_variant(doc: "Column", path: Path) -> "Column":
     return _variant_at(F.try_parse_json(doc), path.steps)
 
 
+PERMISSIVE_FN = "streaming_engine_permissive_json"
+PERMISSIVE_CLASS = "io.streamingengine.spark.PermissiveJson"
+
+
+def register_permissive(spark: "object") -> None:
+    """Register :data:`PERMISSIVE_FN` (jvm/PermissiveJson.java: json-smart's permissive parser, a
+    Java function run in the JVM) on ``spark``'s session, once."""
+    from pyspark.sql.types import StringType
+
+    from streaming_engine.errors import RuntimeFailure
+
+    if spark.catalog.functionExists(PERMISSIVE_FN):  # type: ignore[attr-defined]
+        return
+    try:
+        spark.udf.registerJavaFunction(PERMISSIVE_FN, PERMISSIVE_CLASS, StringType())  # type: ignore[attr-defined]
+    except Exception as e:  # the engine's Spark jar or json-smart is not on spark.jars
+        raise RuntimeFailure("RUNTIME.NOT_AVAILABLE", {"detail": (
+            f"JsonPath reads documents that are not strict JSON as SeaTunnel does, with {PERMISSIVE_CLASS} and "
+            f"json-smart, which this session cannot load ({type(e).__name__}); run scripts/bootstrap.sh to fetch "
+            "and build the engine's jars")}) from None
+
+
+def permissive(doc: "Column", raw: "Column") -> "Column":
+    """Where get_json_object found nothing and ``doc`` is not strict JSON: the document as Jayway's
+    json-smart reads it (permissive: unquoted keys and string values, single quotes, ...), as strict
+    JSON text; null elsewhere, and where even the permissive parser refuses it."""
+    from pyspark.sql import functions as F
+
+    return F.when(raw.isNull() & doc.isNotNull() & F.try_parse_json(doc).isNull(), F.call_udf(PERMISSIVE_FN, doc))
+
+
 # what :func:`probe` says when the path is not there, or the document is not JSON (JSON text never
 # starts with a NUL character, so neither is a value's to_json)
 MISSING, INVALID = "\u0000missing", "\u0000invalid"

@@ -12,6 +12,14 @@ Jayway's syntax; the definite ones (``$``, ``.name``, ``['name']``, ``[n]``,
 scan, slices, unions, filters, functions) is refused at plan time
 (:mod:`transforms._jsonpath`).
 
+Documents are read as SeaTunnel's Jayway reads them, with json-smart in its
+permissive mode: a document strict JSON refuses (unquoted keys and string
+values, single quotes, a trailing comma, ``True``, which is a string there)
+is turned into strict JSON by json-smart itself
+(``jvm/PermissiveJson.java``, a Java function run in the JVM, called only on
+the rows where get_json_object found nothing and the text is not JSON), then
+read as any other; bare text is a JSON string to it.
+
 At run time, as SeaTunnel: a null source gives null, a JSON null gives null;
 text that is not JSON, a path that matches nothing, or a value that does not
 convert to ``dest_type`` is a bad value, handled by the column's
@@ -165,7 +173,10 @@ class JsonPath(Transform):
         once per table (a chain is applied every epoch)."""
         from pyspark import SparkContext
 
+        from transforms._jsonpath_catalyst import register_permissive
+
         assert isinstance(options, JsonPathOptions)
+        register_permissive(df.sparkSession)  # the micro-batch's session (a streaming query's clone), not ctx.spark
         sc = SparkContext._active_spark_context
         key = (id(sc._gateway) if sc is not None else 0, ctx.vertex_id, table, options.model_dump_json())
         cache = self.__dict__.setdefault("_stage_cache", {})
@@ -240,34 +251,43 @@ class JsonPath(Transform):
         """The selects of one group of columns; returns (column, name of its value)."""
         from pyspark.sql import functions as F
 
-        from transforms._jsonpath_catalyst import Node, convert, extract, leaf_variant, needs_kind, probe, raw_text
+        from transforms._jsonpath_catalyst import (
+            Node, convert, extract, leaf_variant, needs_kind, permissive, probe, raw_text,
+        )
 
-        # 2. get_json_object per column
+        # 2. get_json_object per column; where it found nothing in a document that is not strict JSON,
+        #    the document as SeaTunnel's Jayway (json-smart, permissive) reads it, and the path in that
+        strict = [free("__jsonpath_raw") for _ in group]
+        select([(r, raw_text(docs[c.src_field], p)) for (c, p), r in zip(group, strict)])
+        fixes = [free("__jsonpath_permissive") for _ in group]
+        select([(f, permissive(docs[c.src_field], ref(r))) for (c, p), r, f in zip(group, strict, fixes)])
         raws = [free("__jsonpath_raw") for _ in group]
-        select([(r, raw_text(docs[c.src_field], p)) for (c, p), r in zip(group, raws)])
+        select([(r, F.when(ref(f).isNotNull(), raw_text(ref(f), p)).otherwise(ref(s)))
+                for (c, p), s, f, r in zip(group, strict, fixes, raws)])
+        group_docs = [F.coalesce(ref(f), docs[c.src_field]) for (c, p), f in zip(group, fixes)]
         # 3. where get_json_object found nothing (or "null"): what a full parse finds there; and the
         #    value's VARIANT where the conversion looks at the JSON type of every value
         third, founds, leaves = [], [], []
-        for (c, p), raw in zip(group, raws):
+        for (c, p), raw, doc in zip(group, raws, group_docs):
             founds.append(free("__jsonpath_found"))
-            third.append((founds[-1], probe(docs[c.src_field], ref(raw), p)))
+            third.append((founds[-1], probe(doc, ref(raw), p)))
             leaves.append(free("__jsonpath_leaf") if needs_kind(dtypes[c.dest_field]) else None)
             if leaves[-1]:
-                third.append((leaves[-1], F.when(ref(raw).isNotNull(), leaf_variant(docs[c.src_field], p))))
+                third.append((leaves[-1], F.when(ref(raw).isNotNull(), leaf_variant(doc, p))))
         select(third)
         # 4. the text (null for a JSON null) and the path's error
         fourth, texts, path_errors = [], [], []
-        for (c, p), raw, found in zip(group, raws, founds):
-            extracted = extract(docs[c.src_field], ref(raw), ref(found), p)
+        for (c, p), raw, found, doc in zip(group, raws, founds, group_docs):
+            extracted = extract(doc, ref(raw), ref(found), p)
             texts.append(free("__jsonpath_text"))
             path_errors.append(free("__jsonpath_path_error"))
             fourth += [(texts[-1], extracted.node.text), (path_errors[-1], extracted.error)]
         select(fourth)
         # 5. the values; 6. their errors (from the values computed before: no conversion twice)
         fifth, converted, values = [], [], []
-        for (c, p), text, leaf in zip(group, texts, leaves):
+        for (c, p), text, leaf, doc in zip(group, texts, leaves, group_docs):
             if leaf is None:  # the VARIANT, parsed only on the rows that need the JSON type
-                node = Node(ref(text), leaf_variant(docs[c.src_field], p))
+                node = Node(ref(text), leaf_variant(doc, p))
             else:
                 node = Node(ref(text), ref(leaf), F.schema_of_variant(ref(leaf)))
             converted.append(convert(node, dtypes[c.dest_field], time=c.time))

@@ -301,6 +301,8 @@ def test_defaults_and_explain():
     assert [n for n, f in type(sink.options).model_fields.items() if not f.description] == []
     plain = compile_text(PLAN_JOB.format(options="format = json"))
     [sink] = [v.plugin for v in plain.dag.vertices if v.kind == "sink"]
-    # SeaTunnel's default: NON, said in explain
-    assert (sink.options.semantics, sink.commit_protocol, sink.reads_metadata()) == ("NON", "none", frozenset())
-    assert "semantics NON: failed sends are logged, not retried" in render(plain)
+    # not SeaTunnel's NON (a declared deviation: seatunnel_defaults); NON is said in explain
+    assert (sink.options.semantics, sink.commit_protocol, sink.reads_metadata()) == ("AT_LEAST_ONCE", "flush", frozenset())
+    assert "semantics" in type(sink).seatunnel_defaults
+    non = compile_text(PLAN_JOB.format(options="format = json, semantics = NON"))
+    assert "semantics NON: failed sends are logged, not retried" in render(non)

@@ -48,6 +48,17 @@ CONV = [
     '{"v": "[1,2]"}', '{"w": 1}',
 ]  # fmt: skip
 
+# documents that are not strict JSON, which SeaTunnel's Jayway reads with json-smart's permissive parser:
+# unquoted keys and string values, single quotes, True (a string there), a trailing comma; a strict one;
+# text that is a string to it; one even that parser refuses
+LENIENT = [
+    "{name: 'Joy', age: 20, ok: True, tags: [a, 'b'], nested: {city: Paris, zip: 75001}}",
+    '{"name": "Ann", "age": 31, "ok": false, "tags": ["x", "y"], "nested": {"city": "Oslo"}}',
+    "{'name': \"Bo\", age: '7', tags: [1, 2,],}",
+    "just words",
+    "{name: ",
+]
+
 JOB = f"""
 env {{ job.name = jsonpath_runtime }}
 source {{
@@ -87,6 +98,11 @@ source {{
     plugin_output = conv
     schema = {{ table = "t.conv", fields {{ id = int, doc = string }} }}
     rows = [{rows(CONV)}]
+  }}
+  FakeSource {{
+    plugin_output = lenient
+    schema = {{ table = "t.lenient", fields {{ id = int, doc = string }} }}
+    rows = [{rows(LENIENT)}]
   }}
 }}
 transform {{
@@ -134,6 +150,17 @@ transform {{
       {{ src_field = doc, path = "$.v", dest_field = r, dest_type = "struct<k: int, j: string>", column_error_handle_way = SKIP }}
     ]
   }}
+  JsonPath {{
+    plugin_input = lenient, plugin_output = lenient1
+    columns = [
+      {{ src_field = doc, path = "$.name", dest_field = name, column_error_handle_way = SKIP }},
+      {{ src_field = doc, path = "$.age", dest_field = age, dest_type = int, column_error_handle_way = SKIP }},
+      {{ src_field = doc, path = "$.ok", dest_field = ok, dest_type = boolean, column_error_handle_way = SKIP }},
+      {{ src_field = doc, path = "$.tags[1]", dest_field = tag, column_error_handle_way = SKIP }},
+      {{ src_field = doc, path = "$.nested", dest_field = nested, column_error_handle_way = SKIP }},
+      {{ src_field = doc, path = "$", dest_field = whole, column_error_handle_way = SKIP }}
+    ]
+  }}
   # the first bad column that does not SKIP decides: a, SKIP_ROW, drops rows 2 and 5 (no $.f1, not JSON),
   # so e, which FAILs on the same rows, never sees them (e is in the second group of 4 columns)
   JsonPath {{
@@ -156,6 +183,7 @@ sink {{
   Delta {{ plugin_input = misc1, path = "${{work}}/misc" }}
   Delta {{ plugin_input = conv1, path = "${{work}}/conv" }}
   Delta {{ plugin_input = first_decides, path = "${{work}}/first_decides" }}
+  Delta {{ plugin_input = lenient1, path = "${{work}}/lenient" }}
 }}
 """
 
@@ -311,3 +339,17 @@ def test_a_bad_value_with_fail_fails_the_job_naming_transform_table_column_and_v
         "JsonPath#2 on table page.fails: column 'json_data_f2' (path '$.f2' of field 'json_data'): "
         'no results for path $.f2; value: {"f1": "a2"}'
     ) in error, error
+
+
+def test_documents_that_are_not_strict_json_are_read_as_seatunnels_jayway_reads_them(ran):
+    """json-smart's permissive mode (SeaTunnel's JsonPath: Jayway's default provider), natively (a Java
+    function in the JVM): what each column gets from documents strict JSON refuses."""
+    got = {r["id"]: r for r in collect(ran("lenient"))}
+    assert (got[1]["name"], got[1]["age"], got[1]["ok"], got[1]["tag"]) == ("Joy", 20, True, "b")
+    assert got[1]["nested"] == '{"city":"Paris","zip":75001}'  # compact JSON, in the document's order
+    assert (got[2]["name"], got[2]["age"], got[2]["ok"], got[2]["tag"]) == ("Ann", 31, False, "y")  # strict: as before
+    assert (got[3]["name"], got[3]["age"], got[3]["tag"]) == ("Bo", 7, "2")
+    assert got[3]["whole"] == '{"name":"Bo","age":"7","tags":[1,2]}'
+    # a bare text is a JSON string to the permissive parser: $ is that text, $.name is not there (SKIP: null)
+    assert (got[4]["whole"], got[4]["name"]) == ("just words", None)
+    assert all(got[5][c] is None for c in ("name", "age", "ok", "tag", "nested", "whole"))  # refused even there
