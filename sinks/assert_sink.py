@@ -236,9 +236,11 @@ class Assert(Sink):
         expected = list(rules.table_names or ()) + [c.table_path for c in rules.tables_configs or ()]
         for name in expected:
             if name not in ids:
+                same = [i for i in ids if i.lower() == name.lower()]
+                hint = f"; table names are case-sensitive: did you mean {same[0]!r}?" if same else ""
                 raise SchemaError(
                     "SCHEMA.INCOMPATIBLE",
-                    {"table": name, "detail": f"the Assert rules expect it, but the input has only {', '.join(ids) or '(no tables)'}"},
+                    {"table": name, "detail": f"the Assert rules expect it, but the input has only {', '.join(ids) or '(no tables)'}{hint}"},
                 )
         for table in dataset.tables:
             table_rules = self.rules_for(table.table_id)

@@ -51,7 +51,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import AliasChoices, Field, field_validator, model_validator
 
-from sinks._placeholders import check_distinct_targets, check_template, render
+from sinks._placeholders import check_distinct_targets, check_template, render, render_identifier
 from streaming_engine.errors import SchemaError
 from streaming_engine.plugins.base import Sink, SinkOptions, missing_column
 from streaming_engine.plugins.registry import register
@@ -227,7 +227,9 @@ class Delta(Sink):
 
     def target_for(self, table: TableSchema) -> str:
         o = self.options
-        return render(o.path or o.table or "", table, self.key_for(table))
+        if o.path is not None:
+            return render(o.path, table, self.key_for(table))
+        return render_identifier(o.table or "", table, self.key_for(table))
 
     def check_input(self, dataset: Dataset) -> None:
         o = self.options
@@ -267,11 +269,8 @@ class Delta(Sink):
                     t = table.column(o.sequence_column).type
                     if not (is_numeric(t) or t in _ORDERABLE):
                         raise _incompatible(table, f"sequence_column {o.sequence_column!r} is {t}; use a number, date, timestamp or string")
-            target = self.target_for(table)
-            if o.table is not None and not re.fullmatch(r"[^.\s]+(\.[^.\s]+){0,2}", target):
-                raise _incompatible(table, f"table name {target!r} is not a valid table name")
-            targets.append((table.table_id, target))
-        check_distinct_targets(targets, "path" if o.path else "table")
+            targets.append((table.table_id, self.target_for(table)))
+        check_distinct_targets(targets, "path" if o.path else "table", ignore_case=o.path is None)
 
     def targets(self, dataset: Dataset) -> list[str]:
         o = self.options

@@ -35,6 +35,7 @@ MESSAGES: dict[str, str] = {
     "CONFIG.CYCLE": "the transforms form a cycle: {cycle}",
     "CONFIG.UNREACHABLE_SINK": "no source reaches this sink (its input {input!r} depends on a cycle or a missing dataset)",
     "CONFIG.UNREAD_SOURCE": "nothing reads the output {output!r} of this source",
+    "CONFIG.UNMATCHED_TABLE": "{what} matches no table of the input ({tables}), so it changes nothing{hint}",
     "CONFIG.TOO_MANY_INPUTS": "this plugin reads one dataset, but plugin_input names {count}: {inputs}",
     "SCHEMA.MISSING_COLUMN": "column {column!r} does not exist in table {table!r}; available: {available}",
     "SCHEMA.DUPLICATE_COLUMN": "column {column!r} would appear twice in table {table!r}",

@@ -1,15 +1,24 @@
 """Name conversion shared by FieldRename (column names) and TableRename (table names).
 
-Order, as SeaTunnel applies it: ``replacements_with_regex`` (in list order), then
-``convert_case``, then ``prefix`` and ``suffix``. Replacements use Java regex
-replacement syntax (``$1``, ``${name}``, ``\\$`` for a literal dollar), evaluated
-with Python's ``re``.
+SeaTunnel's ``convertName`` (FieldRenameTransform, TableRenameTransform), step by step:
+
+1. every rule of ``replacements_with_regex`` is matched against the ORIGINAL name
+   (a regex finds every match; ``is_regex = false`` matches the whole name
+   exactly); the LAST rule that matched wins, the others are ignored;
+2. ``convert_case`` turns the whole name to upper or lower case;
+3. the winning rule's ``replace_to`` (trimmed, literal: ``$1`` is two
+   characters, not a group) is put in place of each matched range, in the
+   case-converted name, so ``replace_to`` keeps its own case;
+4. ``prefix`` and ``suffix`` (trimmed; blank ones are ignored) are added.
+
+TableRename also converts the case of the database and schema parts of a
+table path; rules, prefix and suffix apply to the table part only.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -20,7 +29,7 @@ class Replacement(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     replace_from: str = Field(min_length=1, description="Regex (or exact name with is_regex = false) to replace.")
-    replace_to: str = Field(description="Replacement; $1 / ${name} refer to groups.")
+    replace_to: str = Field(description="Literal text put in place of each match (trimmed; not case-converted).")
     is_regex: bool = Field(True, description="Treat replace_from as a regex (default) or as an exact whole name.")
 
     @model_validator(mode="after")
@@ -30,13 +39,13 @@ class Replacement(BaseModel):
                 re.compile(self.replace_from)
             except re.error as e:
                 raise ValueError(f"replace_from {self.replace_from!r} is not a valid regex: {e}") from None
-            _parse_java_replacement(self.replace_to)
         return self
 
-    def apply(self, name: str) -> str:
+    def matches(self, name: str) -> list[tuple[int, int]]:
+        """The (start, end) ranges of ``name`` this rule replaces (empty: no match)."""
         if not self.is_regex:
-            return self.replace_to if name == self.replace_from else name
-        return java_replace(self.replace_from, self.replace_to, name)
+            return [(0, len(name))] if name == self.replace_from else []
+        return [m.span() for m in re.finditer(self.replace_from, name)]
 
 
 class RenameOptions(MultiTableTransformOptions):
@@ -44,7 +53,7 @@ class RenameOptions(MultiTableTransformOptions):
     prefix: str | None = Field(None, description="Prefix added to the name.")
     suffix: str | None = Field(None, description="Suffix added to the name.")
     replacements_with_regex: list[Replacement] | None = Field(
-        None, description="Rules {replace_from, replace_to} applied in order before the case change."
+        None, description="Rules {replace_from, replace_to, is_regex}; the last rule that matches the original name wins."
     )
 
     _case = field_validator("convert_case", mode="before")(lambda cls, v: upper(v))
@@ -57,49 +66,25 @@ class RenameOptions(MultiTableTransformOptions):
             raise ValueError("set at least one of convert_case, prefix, suffix or replacements_with_regex")
         return self
 
-    def convert(self, name: str) -> str:
-        for r in self.replacements_with_regex or ():
-            name = r.apply(name)
+    def convert_case_of(self, name: str) -> str:
         if self.convert_case == "UPPER":
-            name = name.upper()
-        elif self.convert_case == "LOWER":
-            name = name.lower()
-        return f"{self.prefix or ''}{name}{self.suffix or ''}"
+            return name.upper()
+        if self.convert_case == "LOWER":
+            return name.lower()
+        return name
 
-
-def _parse_java_replacement(repl: str) -> list[tuple[str, Any]]:
-    """Split a Java replacement string into ("lit", text) and ("group", int|str) parts."""
-    parts: list[tuple[str, Any]] = []
-    i, lit = 0, ""
-    while i < len(repl):
-        ch = repl[i]
-        if ch == "\\":
-            if i + 1 >= len(repl):
-                raise ValueError(f"replacement {repl!r} ends with a lone backslash")
-            lit += repl[i + 1]
-            i += 2
-        elif ch == "$":
-            m = re.match(r"\$(\d+)|\$\{([A-Za-z][A-Za-z0-9]*)\}", repl[i:])
-            if not m:
-                raise ValueError(f"replacement {repl!r}: '$' must be followed by a group number or {{name}}; write \\$ for a dollar")
-            if lit:
-                parts.append(("lit", lit))
-                lit = ""
-            parts.append(("group", int(m.group(1)) if m.group(1) else m.group(2)))
-            i += m.end()
-        else:
-            lit += ch
-            i += 1
-    if lit:
-        parts.append(("lit", lit))
-    return parts
-
-
-def java_replace(pattern: str, repl: str, text: str, first: bool = False) -> str:
-    """Java's String.replaceAll / replaceFirst."""
-    parts = _parse_java_replacement(repl)
-
-    def sub(m: re.Match[str]) -> str:
-        return "".join(v if kind == "lit" else (m.group(v) or "") for kind, v in parts)
-
-    return re.sub(pattern, sub, text, count=1 if first else 0)
+    def convert(self, name: str) -> str:
+        """``name`` renamed by SeaTunnel's rules (see the module docstring)."""
+        ranges: list[tuple[int, int]] = []
+        replace_to = ""
+        for rule in self.replacements_with_regex or ():
+            found = rule.matches(name)
+            if found:
+                ranges, replace_to = found, rule.replace_to.strip()
+        name = self.convert_case_of(name)
+        offset = 0
+        for start, end in ranges:
+            name = name[: start + offset] + replace_to + name[end + offset :]
+            offset += len(replace_to) - (end - start)
+        prefix, suffix = (self.prefix or "").strip(), (self.suffix or "").strip()
+        return f"{prefix}{name}{suffix}"

@@ -9,7 +9,7 @@ match). Compiles to Spark's regexp_replace / replace. The schema is unchanged;
 from __future__ import annotations
 
 import re
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import Field, model_validator
 
@@ -17,7 +17,6 @@ from streaming_engine.plugins.base import PluginOptions, Transform, missing_colu
 from streaming_engine.plugins.registry import register
 from streaming_engine.schema import TableSchema
 from transforms._common import MultiTableTransformOptions, check_java_regex, invalid
-from transforms._rename import _parse_java_replacement
 
 
 class ReplaceOptions(MultiTableTransformOptions):
@@ -94,3 +93,31 @@ def first_match_rewrite(pattern: str, replacement: str) -> tuple[str, str]:
         else:
             out.append("${" + value + "}")
     return f"^((?s:.*?))(?:{shifted})", "$1" + "".join(out)
+
+
+def _parse_java_replacement(repl: str) -> list[tuple[str, Any]]:
+    """Split a Java replacement string into ("lit", text) and ("group", int|str) parts."""
+    parts: list[tuple[str, Any]] = []
+    i, lit = 0, ""
+    while i < len(repl):
+        ch = repl[i]
+        if ch == "\\":
+            if i + 1 >= len(repl):
+                raise ValueError(f"replacement {repl!r} ends with a lone backslash")
+            lit += repl[i + 1]
+            i += 2
+        elif ch == "$":
+            m = re.match(r"\$(\d+)|\$\{([A-Za-z][A-Za-z0-9]*)\}", repl[i:])
+            if not m:
+                raise ValueError(f"replacement {repl!r}: '$' must be followed by a group number or {{name}}; write \\$ for a dollar")
+            if lit:
+                parts.append(("lit", lit))
+                lit = ""
+            parts.append(("group", int(m.group(1)) if m.group(1) else m.group(2)))
+            i += m.end()
+        else:
+            lit += ch
+            i += 1
+    if lit:
+        parts.append(("lit", lit))
+    return parts

@@ -1,8 +1,10 @@
 """TableRename: rename tables by rules (SeaTunnel TableRename transform).
 
-Same options as FieldRename, applied to the table-name part of each table path
-(the database/schema parts are kept): "source.user_shop" with convert_case = UPPER
-becomes "source.USER_SHOP". Only table ids change, so execution is "table".
+Same options as FieldRename, with SeaTunnel's TableRenameTransform rules: the
+table part of each table path is renamed (replacements, case, prefix, suffix: see
+:mod:`transforms._rename`) and ``convert_case`` also applies to the database and
+schema parts: "source.user_shop" with convert_case = UPPER becomes
+"SOURCE.USER_SHOP". Only table ids change, so execution is "table".
 Two tables ending up with the same id is an error (use TableMerge to merge them).
 """
 
@@ -37,8 +39,8 @@ class TableRename(Transform):
         new_name = options.convert(table.table_name)
         if not new_name or "." in new_name:
             raise invalid(f"TableRename turns table {table.table_id!r} into the invalid name {new_name!r}")
-        parts = table.table_id.split(".")
-        return table.renamed(".".join(parts[:-1] + [new_name]))
+        parts = [options.convert_case_of(p) for p in table.table_id.split(".")[:-1]]
+        return table.renamed(".".join(parts + [new_name]))
 
     def output(self, inputs: list[Dataset]) -> Dataset:
         result = super().output(inputs)

@@ -296,6 +296,7 @@ def _propagate_schemas(
             elif n.block.section == "transform":
                 _check_truncates(n, upstream)  # type: ignore[arg-type]
                 schemas[vid] = n.plugin.output(upstream)  # type: ignore[attr-defined]
+                _warn_unmatched_tables(n, upstream, problems)  # type: ignore[arg-type]
             else:
                 merged = Dataset(tuple(t for d in upstream for t in d.tables))  # type: ignore[union-attr]
                 _check_truncates(n, [merged])
@@ -310,6 +311,32 @@ def _propagate_schemas(
             )
             schemas[vid] = None
     return {k: v or Dataset() for k, v in schemas.items()}
+
+
+def _warn_unmatched_tables(n: _Node, inputs: list[Dataset], problems: list[Problem]) -> None:
+    """A warning for each ``table_transform`` entry (and a ``table_match_regex``) that selects no input table.
+
+    SeaTunnel ignores them silently; a table path differing only by case from an
+    input table (after a TableRename with convert_case, say) is the usual cause.
+    """
+    options = n.plugin.options  # type: ignore[union-attr]
+    ids = [t.table_id for d in inputs for t in d.tables]
+    if not ids:
+        return
+    shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+    unmatched: list[tuple[str, str, str]] = []  # (key, option, value)
+    entries = getattr(options, "table_transform", None) or ()
+    for i, entry in enumerate(entries, 1):
+        if entry.get("table_path") not in ids:
+            unmatched.append((f"table_transform[{i}].table_path", "table_path", entry.get("table_path")))
+    regex = getattr(options, "table_match_regex", None)
+    if regex not in (None, ".*") and not entries and not any(re.fullmatch(regex, i) for i in ids):
+        unmatched.append(("table_match_regex", "table_match_regex", regex))
+    for key, option, value in unmatched:
+        same = [i for i in ids if i.lower() == str(value).lower()]
+        hint = f"; table names are case-sensitive: did you mean {same[0]!r}?" if same else ""
+        problems.append(Problem("CONFIG.UNMATCHED_TABLE", {"what": f"{option} {value!r}", "tables": shown, "hint": hint},
+                                n.block.location.with_key(key), "warning"))
 
 
 def _check_truncates(n: _Node, inputs: list[Dataset]) -> None:

@@ -25,7 +25,8 @@ says what the page documents for it:
 ``swap_source: <block>`` replaces the source section of an example whose
 source this engine does not ship (MySQL-CDC, Jdbc, ...) by data of the same
 shape, ``swap_sink: true`` its sink section by a Delta sink per table
-(``out/<table id>``, checked with ``expect: {tables: {id: rows or count}}``),
+(``out/<table id>``, checked with ``expect: {tables: {id: rows or count}}``)
+and ``swap_sink: <block>`` by the spec's own sinks (Assert rules, say),
 so the example's transform still runs as written. ``capture: true`` adds a Delta sink beside a complete job's own sink (same
 input; ``capture: <dataset>`` names which), so ``expect`` can check what that sink received; ``values: {col: [..]}``
 (with ``count``) checks random input's every value, ``all: [condition, ...]``
@@ -232,7 +233,9 @@ def test_a_documented_example(case, run_job_text, spark, tmp_path, request):
     expect = case["expect"]
     if "swap_source" in case:  # a source this engine does not ship, replaced by data of the same shape
         block = _swap_section(block, "source", case["swap_source"])
-    if case.get("swap_sink"):  # a sink this engine does not ship: capture what it would receive
+    if isinstance(case.get("swap_sink"), str):  # a sink this engine does not ship, replaced by the spec's
+        block = _swap_section(block, "sink", case["swap_sink"])
+    elif case.get("swap_sink"):  # a sink this engine does not ship: capture what it would receive
         name = _IN.findall(_section(block, "sink"))
         into = f'plugin_input = "{name[-1]}", ' if name else ""
         block = _swap_section(block, "sink", f'Delta {{ {into}path = "${{work}}/out/${{table_full_name}}" }}')

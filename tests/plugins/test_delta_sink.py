@@ -79,6 +79,26 @@ def test_two_tables_to_one_path():
     assert e.value.condition == "SCHEMA.INCOMPATIBLE" and "${table_name}" in e.value.params["detail"]
 
 
+def test_catalog_names_as_spark_reads_them():
+    """Catalog names: quoted where Spark's parser needs it, refused where its catalog would, one table whatever the case."""
+    def table(tid):
+        return TableSchema(tid, (Column("id", "bigint"),))
+
+    sink = make(table="lake.${table_name}")
+    ds = Dataset((table("shop.2024"), table("shop.Orders")))
+    sink.check_input(ds)
+    assert sink.targets(ds) == ["shop.2024 -> table lake.`2024` (append)", "shop.Orders -> table lake.Orders (append)"]
+    assert make(table="`lake`.${table_name}").target_for(table("s.t")) == "lake.t"
+    with pytest.raises(SchemaError, match="does not tell its table 'lake.ORDERS' apart from 'lake.Orders' of 'shop.Orders'"):
+        sink.check_input(Dataset((table("shop.Orders"), table("shop.ORDERS"))))
+    with pytest.raises(SchemaError, match="only letters, digits and _, not 'user-shop'.*TableRename"):
+        sink.check_input(Dataset((table("shop.user-shop"),)))
+    with pytest.raises(SchemaError, match="not one to three names"):
+        make(table="a.b.${table_full_name}").check_input(Dataset((table("shop.t"),)))
+    # paths are case-sensitive: two targets
+    make(path="/x/${table_name}").check_input(Dataset((table("shop.Orders"), table("shop.ORDERS"))))
+
+
 def test_placeholder_the_table_cannot_fill():
     with pytest.raises(SchemaError) as e:
         make(path="/wh/${database_name}/${table_name}").check_input(Dataset((TableSchema("orders", ORDERS.columns),)))

@@ -36,18 +36,35 @@ def test_doc_uppercase_example():
     assert out.primary_key == ("F_ID_S",)
 
 
-def test_doc_lowercase_example_replacement_runs_before_case_change():
+def test_doc_lowercase_example():
     opts = {"convert_case": "LOWER", "prefix": "f_", "suffix": "_s",
             "replacements_with_regex": [{"replace_from": "CREATE_TIME", "replace_to": "source_create_time"}]}  # fmt: skip
     (out,) = run(opts, table(names=("ID", "CREATE_TIME"), pk=())).tables
     assert out.names == ("f_id_s", "f_source_create_time_s")
 
 
-def test_java_style_group_references_and_exact_match():
-    opts = {"replacements_with_regex": [{"replace_from": "^c_(.*)$", "replace_to": "col_$1"},
+def test_replace_to_is_literal_and_exact_match():
+    """SeaTunnel puts replace_to in as it is written: "$1" is not a group reference."""
+    opts = {"replacements_with_regex": [{"replace_from": "^c_(.*)$", "replace_to": " col_$1 "},
                                         {"replace_from": "id", "replace_to": "key", "is_regex": False}]}  # fmt: skip
     (out,) = run(opts, table(names=("id", "c_name", "idx"), pk=())).tables
-    assert out.names == ("key", "col_name", "idx")
+    assert out.names == ("key", "col_$1", "idx")
+
+
+def test_the_last_matching_rule_wins_over_the_original_name():
+    """SeaTunnel's FieldRenameTransformTest: rules f1 -> t1 and f1 -> t2 give t2 (they are not chained)."""
+    opts = {"replacements_with_regex": [{"replace_from": "f1", "replace_to": "t1"}, {"replace_from": "f1", "replace_to": "t2"},
+                                        {"replace_from": "t1", "replace_to": "never"}]}  # fmt: skip
+    (out,) = run(opts, table(names=("f1", "f2", "f3"), pk=("f1",))).tables
+    assert out.names == ("t2", "f2", "f3") and out.primary_key == ("t2",)
+
+
+def test_replace_to_keeps_its_case_after_convert_case():
+    """The matched range is found in the original name, the case converted, then replace_to put in as written."""
+    opts = {"convert_case": "UPPER", "replacements_with_regex": [{"replace_from": "time", "replace_to": "ts"}],
+            "prefix": " p_ ", "suffix": "  "}  # fmt: skip
+    (out,) = run(opts, table(names=("id", "create_time", "time_time"), pk=())).tables
+    assert out.names == ("p_ID", "p_CREATE_ts", "p_ts_ts")
 
 
 def test_convert_case_is_case_insensitive_and_restricted():
@@ -64,8 +81,7 @@ def test_needs_some_rule():
 def test_bad_regex_and_replacement():
     with pytest.raises(ValidationError, match="is not a valid regex"):
         FieldRenameOptions.model_validate({"replacements_with_regex": [{"replace_from": "(", "replace_to": "x"}]})
-    with pytest.raises(ValidationError, match=r"'\$' must be followed by a group number"):
-        FieldRenameOptions.model_validate({"replacements_with_regex": [{"replace_from": "a", "replace_to": "$x"}]})
+    assert FieldRenameOptions.model_validate({"replacements_with_regex": [{"replace_from": "a", "replace_to": "$x"}]})
 
 
 def test_rename_collision_is_a_duplicate_column():

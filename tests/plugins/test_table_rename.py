@@ -1,4 +1,4 @@
-"""TableRename: renames the table-name part of table ids."""
+"""TableRename: renames table ids as SeaTunnel's TableRenameTransform does."""
 
 import pytest
 from pydantic import ValidationError
@@ -22,18 +22,31 @@ def test_traits():
     assert TableRename.execution == "table"
 
 
-def test_doc_uppercase_example_keeps_database():
+def test_doc_uppercase_example_converts_the_database_too():
     opts = {"convert_case": "UPPER", "prefix": "CDC_", "suffix": "_TABLE",
             "replacements_with_regex": [{"replace_from": "user", "replace_to": "U"}]}  # fmt: skip
     out = run(opts, "source.user_shop", "source.user_order")
-    assert out.table_ids == ("source.CDC_U_SHOP_TABLE", "source.CDC_U_ORDER_TABLE")
+    assert out.table_ids == ("SOURCE.CDC_U_SHOP_TABLE", "SOURCE.CDC_U_ORDER_TABLE")
     assert out.tables[0].primary_key == ("id",) and out.tables[0].names == ("id",)
 
 
 def test_doc_lowercase_example():
     opts = {"convert_case": "LOWER", "prefix": "cdc_", "suffix": "_table",
             "replacements_with_regex": [{"replace_from": "USER", "replace_to": "u"}]}  # fmt: skip
-    assert run(opts, "SOURCE.USER_SHOP").table_ids == ("SOURCE.cdc_u_shop_table",)
+    assert run(opts, "SOURCE.USER_SHOP").table_ids == ("source.cdc_u_shop_table",)
+
+
+def test_seatunnels_own_cases():
+    """SeaTunnel's TableRenameTransformTest on Database-x.Schema-x.Table-x."""
+    tid = "Database-x.Schema-x.Table-x"
+    assert run({"convert_case": "LOWER"}, tid).table_ids == ("database-x.schema-x.table-x",)
+    assert run({"convert_case": "UPPER"}, tid).table_ids == ("DATABASE-X.SCHEMA-X.TABLE-X",)
+    assert run({"prefix": "user-", "suffix": "-table"}, tid).table_ids == ("Database-x.Schema-x.user-Table-x-table",)
+    rules = [{"replace_from": "Table", "replace_to": "t1"}, {"replace_from": "Table", "replace_to": "t2"}]
+    assert run({"replacements_with_regex": rules}, tid).table_ids == ("Database-x.Schema-x.t2-x",)
+    # replacements, prefix and suffix touch the table part only; the case, every part
+    opts = {"convert_case": "UPPER", "prefix": "p_", "replacements_with_regex": [{"replace_from": "x", "replace_to": "y"}]}
+    assert run(opts, "x.x.x").table_ids == ("X.X.p_y",)
 
 
 def test_regex_selects_tables():

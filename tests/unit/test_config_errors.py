@@ -168,6 +168,23 @@ def test_unread_source_is_a_warning():
     assert w.params["output"] == "lonely" and w.severity == "warning"
 
 
+def test_table_rules_that_match_no_input_table_are_warnings():
+    """After a case conversion, a table_path written in the old case selects nothing: said, with the name it meant."""
+    job = compile_ok(
+        'source { FakeSource { plugin_output = s, tables_configs = ['
+        ' { schema = { table = "db.abc", fields { id = int } } }, { schema = { table = "db.xyz", fields { id = int } } } ] } }\n'
+        'transform { TableRename { plugin_input = s, plugin_output = r, convert_case = UPPER }\n'
+        '  FieldRename { plugin_input = r, plugin_output = f, convert_case = UPPER,'
+        '    table_transform = [ { table_path = "DB.ABC", prefix = p_ }, { table_path = "db.xyz", prefix = q_ } ] }\n'
+        '  Copy { plugin_input = f, plugin_output = c, table_match_regex = "db\\\\..*", src_field = ID, dest_field = id2 } }\n'
+        'sink { Console { plugin_input = c } }'
+    )
+    found = {w.location.key: str(w) for w in job.dag.warnings if w.condition == "CONFIG.UNMATCHED_TABLE"}
+    assert set(found) == {"table_transform[2].table_path", "table_match_regex"}, found
+    assert "did you mean 'DB.XYZ'?" in found["table_transform[2].table_path"]
+    assert "table_match_regex 'db\\\\..*' matches no table of the input (DB.ABC, DB.XYZ)" in found["table_match_regex"]
+
+
 def test_too_many_inputs_for_a_one_input_transform():
     p = one_problem(
         'source { TestSource { plugin_output = a } TestSource { plugin_output = b } }\n'
