@@ -1,0 +1,187 @@
+"""The pgoutput decoder and the job's slot, read by epoch, against a real PostgreSQL 15.
+
+Part of the Postgres-CDC source (issue #30): what a change looks like on the
+wire (REPLICA IDENTITY FULL and DEFAULT, unchanged TOASTed values, TRUNCATE,
+a column added while the slot reads), and that epochs read from a slot that
+moves only when told lose and repeat nothing: concurrent writers (some with
+synchronous_commit = off), a crash between an epoch's commit and the slot's
+advance, and WAL of other tables that the slot must still release.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import psycopg2
+import pytest
+
+from sources._pg import slot as pgslot
+from sources._pg.pgoutput import (
+    UNCHANGED_TOAST, Change, Relation, Truncate, decode, lsn_int, lsn_text,
+)
+from tests.components.fixtures import postgres_db_module  # noqa: F401
+
+
+@pytest.fixture
+def cur(postgres_db_module):
+    conn = psycopg2.connect(postgres_db_module.dsn)
+    conn.autocommit = True
+    c = conn.cursor()
+    yield c
+    c.execute("SELECT slot_name FROM pg_replication_slots")
+    for (name,) in c.fetchall():
+        c.execute("SELECT pg_drop_replication_slot(%s)", (name,))
+    c.execute("DROP SCHEMA IF EXISTS app CASCADE")
+    c.execute("SELECT pubname FROM pg_publication")
+    for (name,) in c.fetchall():
+        c.execute(f'DROP PUBLICATION "{name}"')
+    conn.close()
+
+
+def test_lsn_text_round_trip():
+    assert lsn_int("16/B374D848") == (0x16 << 32) | 0xB374D848
+    assert lsn_text(lsn_int("16/B374D848")) == "16/B374D848" and lsn_text(0) == "0/0"
+    with pytest.raises(ValueError, match="not an LSN"):
+        lsn_int("12345")
+
+
+def test_a_truncated_message_is_an_error_naming_where():
+    with pytest.raises(Exception, match=r"pgoutput message at LSN 0/10: the message ends after 3 bytes"):
+        decode(b"I\x00\x00", lsn=16)
+    with pytest.raises(Exception, match="unknown message type 'S'"):
+        decode(b"S\x00\x00\x00\x01")
+
+
+def _changes(cur, name, after, upto):
+    return list(pgslot.transactions(cur, name, name, after, upto))
+
+
+def test_what_a_change_looks_like_on_the_wire(cur):
+    cur.execute("CREATE SCHEMA app")
+    cur.execute("CREATE TABLE app.full_t (id int PRIMARY KEY, v text, doc text)")
+    cur.execute("ALTER TABLE app.full_t REPLICA IDENTITY FULL")
+    cur.execute("CREATE TABLE app.key_t (id int PRIMARY KEY, v text, doc text)")
+    cur.execute("ALTER TABLE app.full_t ALTER COLUMN doc SET STORAGE EXTERNAL")  # TOASTed, uncompressed
+    cur.execute("ALTER TABLE app.key_t ALTER COLUMN doc SET STORAGE EXTERNAL")
+    assert pgslot.ensure_publication(cur, "wire", ["app.full_t", "app.key_t"]) == ["app.full_t", "app.key_t"]
+    start = pgslot.ensure_slot(cur, "wire")
+    big = "x" * 20000  # over the TOAST threshold
+    for t in ("full_t", "key_t"):
+        cur.execute(f"INSERT INTO app.{t} VALUES (1, 'a', %s), (2, NULL, 'small')", (big,))
+        cur.execute(f"UPDATE app.{t} SET v = 'b' WHERE id = 1")  # doc unchanged: not sent under DEFAULT
+        cur.execute(f"UPDATE app.{t} SET id = 3 WHERE id = 2")  # a key change
+        cur.execute(f"DELETE FROM app.{t} WHERE id = 3")
+    cur.execute("TRUNCATE app.key_t")
+    cur.execute("ALTER TABLE app.key_t ADD COLUMN extra int")
+    cur.execute("INSERT INTO app.key_t VALUES (9, 'z', NULL, 42)")
+    end = pgslot.epoch_end(cur)
+    txs = _changes(cur, "wire", start, end)
+    assert [t.commit.end_lsn for t in txs] == sorted(t.commit.end_lsn for t in txs)
+    messages = [m for t in txs for m in t.messages]
+    relations = {m.oid: m for m in messages if isinstance(m, Relation)}
+    by_name = {r.name: r for r in relations.values()}
+    assert by_name["full_t"].replica_identity == "f" and by_name["key_t"].replica_identity == "d"
+    # "key" is the replica identity: every column under FULL, the primary key under DEFAULT
+    assert [(c.name, c.key, c.type_oid) for c in by_name["full_t"].columns] == [
+        ("id", True, 23), ("v", True, 25), ("doc", True, 25)]
+    assert [(c.name, c.key) for c in by_name["key_t"].columns] == [("id", True), ("v", False), ("doc", False), ("extra", False)]
+    assert by_name["full_t"].table_id == "app.full_t"
+
+    def rows(name):
+        oids = {r.oid for r in relations.values() if r.name == name}
+        return [(m.kind, m.old_kind, m.old, m.new) for m in messages if isinstance(m, Change) and m.relation_oid in oids]
+
+    assert rows("full_t") == [
+        ("I", None, None, ("1", "a", big)),
+        ("I", None, None, ("2", None, "small")),
+        ("U", "O", ("1", "a", big), ("1", "b", UNCHANGED_TOAST)),  # FULL: the old row has the value
+        ("U", "O", ("2", None, "small"), ("3", None, "small")),
+        ("D", "O", ("3", None, "small"), None),
+    ]
+    key_rows = rows("key_t")
+    assert key_rows[:5] == [
+        ("I", None, None, ("1", "a", big)),
+        ("I", None, None, ("2", None, "small")),
+        ("U", None, None, ("1", "b", UNCHANGED_TOAST)),  # DEFAULT, key unchanged: no old row, doc not sent
+        ("U", "K", ("2", None, None), ("3", None, "small")),  # key changed: the old key only
+        ("D", "K", ("3", None, None), None),
+    ]
+    truncates = [m for m in messages if isinstance(m, Truncate)]
+    assert len(truncates) == 1 and relations[truncates[0].relation_oids[0]].name == "key_t"
+    # the column added while the slot reads: a new Relation message before the next change
+    added = [r for r in relations.values() if r.name == "key_t" and len(r.columns) == 4]
+    assert added and added[0].columns[3].name == "extra"
+    assert key_rows[-1] == ("I", None, None, ("9", "z", None, "42"))
+
+
+def test_epochs_lose_and_repeat_nothing(cur, postgres_db_module):
+    """Writers commit while epochs are cut (a third of them with synchronous_commit = off); each epoch
+    reads (after, upto] and advances the slot only after it 'committed'; the advance of the first epoch
+    that read changes is lost, as in a crash after the sinks' commit. Every inserted row is read exactly once."""
+    cur.execute("CREATE SCHEMA app")
+    cur.execute("CREATE TABLE app.t (id int PRIMARY KEY, w int)")
+    cur.execute("CREATE TABLE app.other (id serial PRIMARY KEY, pad text)")  # WAL the publication does not hold
+    pgslot.ensure_publication(cur, "epochs", ["app.t"])
+    after = pgslot.ensure_slot(cur, "epochs")
+    stop = threading.Event()
+    written: list[int] = []
+
+    def writer(w: int) -> None:
+        conn = psycopg2.connect(postgres_db_module.dsn)
+        conn.autocommit = True
+        c = conn.cursor()
+        if w == 0:
+            c.execute("SET synchronous_commit = off")
+        i = 0
+        while not stop.is_set() and i < 400:
+            c.execute("INSERT INTO app.t VALUES (%s, %s)", (w * 100000 + i, w))
+            c.execute("INSERT INTO app.other (pad) VALUES (repeat('p', 200))")
+            written.append(w * 100000 + i)
+            i += 1
+        conn.close()
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(3)]
+    for t in threads:
+        t.start()
+    seen: list[int] = []
+    epochs, lost = 0, None
+    try:
+        while any(t.is_alive() for t in threads) or epochs < 6:
+            upto = pgslot.epoch_end(cur)
+            assert upto is not None and upto >= after
+            read = [int(m.new[0]) for tx in _changes(cur, "epochs", after, upto) for m in tx.messages if isinstance(m, Change)]
+            seen += read
+            epochs += 1
+            if lost is None and read:  # this epoch's advance is lost: the next peeks its changes again, skips them
+                lost = epochs
+            else:
+                pgslot.advance(cur, "epochs", upto)
+            after = upto
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    upto = pgslot.epoch_end(cur)
+    for tx in _changes(cur, "epochs", after, upto):
+        seen += [int(m.new[0]) for m in tx.messages if isinstance(m, Change)]
+    pgslot.advance(cur, "epochs", upto)
+    assert lost is not None and epochs >= 6
+    assert sorted(seen) == sorted(written) and len(seen) == len(set(seen)) == 1200
+    assert pgslot.confirmed_lsn(cur, "epochs") == upto
+    # the slot keeps no WAL once advanced over the other table's changes too
+    assert pgslot.lag_bytes(cur, "epochs") <= 1024 * 1024
+    assert _changes(cur, "epochs", upto, pgslot.epoch_end(cur)) == []
+
+
+def test_an_existing_slot_of_another_kind_is_refused(cur):
+    cur.execute("SELECT pg_create_logical_replication_slot('taken', 'test_decoding')")
+    with pytest.raises(Exception, match="'taken' exists but is a logical slot of plugin 'test_decoding'"):
+        pgslot.ensure_slot(cur, "taken")
+    with pytest.raises(ValueError, match="lower-case letters"):
+        pgslot.ensure_slot(cur, "Bad-Name")
+    cur.execute("CREATE SCHEMA app")
+    cur.execute("CREATE TABLE app.a (id int PRIMARY KEY)")
+    cur.execute("CREATE TABLE app.b (id int PRIMARY KEY)")
+    assert pgslot.ensure_publication(cur, "grow", ["app.a"]) == ["app.a"]
+    assert pgslot.ensure_publication(cur, "grow", ["app.a", "app.b"]) == ["app.b"]  # added, never dropped
+    assert pgslot.ensure_publication(cur, "grow", ["app.b"]) == []
