@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from sources._pg.pgoutput import Begin, Commit, Message, decode, lsn_int, lsn_text
+from sources._pg.pgoutput import Begin, Commit, Message, Relation, decode, lsn_int, lsn_text
 from streaming_engine.errors import RuntimeFailure
 
 _NAME = re.compile(r"[a-z0-9_]{1,63}")  # PostgreSQL's rule for replication slot names
@@ -59,6 +59,7 @@ class Transaction:
     begin: Begin
     commit: Commit
     messages: tuple[Message, ...]
+    lsns: tuple[int, ...]  # the LSN of each message's WAL record (a change's position, for ordering)
 
     @property
     def commit_lsn(self) -> int:
@@ -147,12 +148,17 @@ def lag_bytes(cur: Any, name: str) -> int | None:
     return None if row is None else int(row[0])
 
 
-def transactions(cur: Any, slot: str, publication: str, after: int, upto: int) -> Iterator[Transaction]:
+def transactions(
+    cur: Any, slot: str, publication: str, after: int, upto: int, relations: dict[int, Relation] | None = None,
+) -> Iterator[Transaction]:
     """The transactions whose commit record ends in ``(after, upto]``, in commit order, from a peek (the slot
     does not move); ``after`` and ``upto`` are epoch ends (:func:`epoch_end`).
 
     Transactions ending at or before ``after`` are still in the slot when the
-    last advance did not happen (a crash after the epoch committed): skipped.
+    last advance did not happen (a crash after the epoch committed): skipped,
+    but their Relation messages go into ``relations`` like every other one
+    (pgoutput describes a table once per decoding session, before its first
+    change, which may be in a skipped transaction).
     """
     cur.execute(
         "SELECT lsn::text, data FROM pg_logical_slot_peek_binary_changes(%s, %s::pg_lsn, NULL, "
@@ -160,19 +166,22 @@ def transactions(cur: Any, slot: str, publication: str, after: int, upto: int) -
         (slot, lsn_text(upto + 1), publication),
     )
     begin: Begin | None = None
-    body: list[Message] = []
+    body: list[tuple[int, Message]] = []
     for at, data in cur:
-        message = decode(bytes(data), lsn_int(at))
+        lsn = lsn_int(at)
+        message = decode(bytes(data), lsn)
         if isinstance(message, Begin):
             begin, body = message, []
         elif isinstance(message, Commit):
             if begin is None:
                 raise RuntimeFailure("RUNTIME.FAILED", {"detail": f"slot {slot!r}: a commit at {at} without its begin"})
             if after < message.end_lsn <= upto:
-                yield Transaction(begin, message, tuple(body))
+                yield Transaction(begin, message, tuple(m for _, m in body), tuple(at for at, _ in body))
             begin = None
         else:
-            body.append(message)
+            if isinstance(message, Relation) and relations is not None:
+                relations[message.oid] = message
+            body.append((lsn, message))
 
 
 def advance(cur: Any, slot: str, lsn: int) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from streaming_engine import compat
+from tests.components.fixtures import postgres_db_module  # noqa: F401
 from tests.unit.helpers import compile_ok, problems_of
 
 PLUGINS = [c for kind in ("source", "transform", "sink") for c in compat.shipped(kind) if c.seatunnel_page]
@@ -20,6 +21,9 @@ BASE = {
                              'schema { fields { id = int } }\n%s }',
     ("sink", "Kafka"): 'Kafka { plugin_input = src, topic = t, bootstrap.servers = "127.0.0.1:9"\n%s }',
     ("sink", "LocalFile"): 'LocalFile { plugin_input = src, path = "/tmp/out", file_format_type = json\n%s }',
+    # plans read the database's catalog: {pg} is a real server's address (started only for these cases)
+    ("source", "Postgres-CDC"): 'Postgres-CDC { plugin_output = src, base-url = "jdbc:postgresql://{pg}/postgres", '
+                                'username = postgres, table-names = ["postgres.public.refused_t"], startup.mode = latest\n%s }',
 }
 SOURCE = 'FakeSource { plugin_output = src, row.num = 1, schema { fields { id = int } } }'
 SINK = "Console { plugin_input = src }"
@@ -53,9 +57,14 @@ REFUSED = [(c, r) for c in PLUGINS for r in compat.status_of(c) if r.status == "
 
 
 @pytest.mark.parametrize("plugin,row", REFUSED, ids=lambda x: getattr(x, "name", None))
-def test_a_refused_option_is_a_plan_time_error_naming_it_and_why(plugin, row):
+def test_a_refused_option_is_a_plan_time_error_naming_it_and_why(plugin, row, request):
     base = BASE.get((plugin.kind, plugin.name))
     assert base, f"add a minimal {plugin.kind} {plugin.name} block to BASE"
+    if "{pg}" in base:
+        pg = request.getfixturevalue("postgres_db_module")
+        pg.execute("CREATE TABLE IF NOT EXISTS public.refused_t (id int PRIMARY KEY); "
+                   "ALTER TABLE public.refused_t REPLICA IDENTITY FULL")
+        base = base.replace("{pg}", f"{pg.host}:{pg.port}")
     compile_ok(_job(plugin.kind, base % ""))  # the base itself is valid
     problems = problems_of(_job(plugin.kind, base % f'{row.name} = "something else"'))
     [p] = [p for p in problems if p.condition == "CONFIG.INVALID_OPTION"]

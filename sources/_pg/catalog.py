@@ -1,0 +1,141 @@
+"""What a Postgres-CDC job reads, from PostgreSQL's catalog: tables, columns, types, keys, replica identity.
+
+Read at plan time (``check``, ``explain`` and ``run`` connect to the database,
+as SeaTunnel's CDC sources do when a job is submitted). Types map as
+SeaTunnel's Postgres-CDC page documents (connector-v2/source/Postgres-CDC.md,
+"Data Type Mapping"); a column of a type it does not map is a plan-time error
+naming the column and its type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, unquote
+
+from streaming_engine.schema import Column, TableSchema
+
+# PostgreSQL type name (pg_type.typname) -> the engine's type
+_TYPES = {
+    "bool": "boolean",
+    "int2": "int", "int4": "int",  # SeaTunnel maps INT2 to INT
+    "int8": "bigint",
+    "float4": "float",
+    "float8": "double",
+    "bpchar": "string", "varchar": "string", "text": "string", "json": "string", "jsonb": "string",
+    "uuid": "string", "name": "string",
+    "date": "date",
+    "timestamp": "timestamp",
+    "timestamptz": "timestamp",
+    "time": "time",
+    "bytea": "binary",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Connection:
+    """Where the database is: ``base-url`` (jdbc:postgresql://host[:port]/db[?k=v...]) plus credentials."""
+
+    host: str
+    port: int
+    database: str
+    user: str
+    password: str | None
+    params: tuple[tuple[str, str], ...] = ()
+    connect_timeout_s: int = 30
+
+    @classmethod
+    def from_url(cls, url: str, user: str, password: str | None, connect_timeout_ms: int = 30000) -> "Connection":
+        prefix = "jdbc:postgresql://"
+        if not url.startswith(prefix):
+            raise ValueError(f"base-url must look like {prefix}host:5432/database, not {url.split('?')[0]!r}")
+        rest, _, query = url[len(prefix):].partition("?")
+        hostport, slash, database = rest.partition("/")
+        if not slash or not database or not hostport:
+            raise ValueError("base-url must name the host and the database: jdbc:postgresql://host:5432/database")
+        host, colon, port = hostport.rpartition(":") if ":" in hostport else (hostport, "", "5432")
+        if not port.isdigit():
+            raise ValueError(f"base-url: port {port!r} is not a number")
+        return cls(host, int(port), unquote(database), user, password, tuple(parse_qsl(query)),
+                   max(1, connect_timeout_ms // 1000))
+
+    def connect(self, application: str = "streaming-engine") -> Any:
+        """A psycopg2 connection (autocommit). JDBC-only URL parameters (loggerLevel, ...) are not passed on."""
+        import psycopg2
+
+        libpq = {"sslmode", "sslrootcert", "sslcert", "sslkey", "options", "target_session_attrs"}
+        extra = {k: v for k, v in self.params if k in libpq}
+        conn = psycopg2.connect(host=self.host, port=self.port, dbname=self.database, user=self.user,
+                                password=self.password, connect_timeout=self.connect_timeout_s,
+                                application_name=application, **extra)
+        conn.autocommit = True
+        return conn
+
+    def where(self) -> str:
+        return f"{self.host}:{self.port}/{self.database}"
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    schema: TableSchema  # table id database.schema.table
+    oid: int
+    replica_identity: str  # d, n, f, i
+
+
+def split_table_names(names: list[str]) -> list[str]:
+    """``table-names`` items, each possibly "a,b" (the page's own example writes two tables in one string)."""
+    return [p.strip() for n in names for p in n.split(",") if p.strip()]
+
+
+def discover(cur: Any, database: str, table_names: list[str], keys: dict[str, list[str]]) -> list[TableInfo]:
+    """The tables ``table_names`` (database.schema.table) name, in that order; ``keys`` gives the primary key
+    of a table that has none (``table-names-config``). ValueError says what is missing or unmapped."""
+    out = []
+    for full in table_names:
+        parts = full.split(".")
+        if len(parts) != 3:
+            raise ValueError(f"table-names item {full!r} must be database.schema.table")
+        db, schema, table = parts
+        if db != database:
+            raise ValueError(f"table-names item {full!r} is in database {db!r}, but base-url connects to {database!r}")
+        cur.execute(
+            "SELECT c.oid, c.relreplident, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relname = %s", (schema, table))
+        row = cur.fetchone()
+        if row is None or row[2] not in ("r", "p"):
+            raise ValueError(f"table {full!r} does not exist in {database!r} (or is not a table)")
+        oid, identity = int(row[0]), row[1]
+        cur.execute(
+            "SELECT a.attname, t.typname, a.atttypmod, a.attnotnull FROM pg_attribute a "
+            "JOIN pg_type t ON t.oid = a.atttypid WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped "
+            "ORDER BY a.attnum", (oid,))
+        columns = []
+        for name, typname, typmod, notnull in cur.fetchall():
+            columns.append(Column(name, engine_type(full, name, typname, typmod), nullable=not notnull))
+        cur.execute(
+            "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
+            "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = %s AND i.indisprimary "
+            "ORDER BY array_position(i.indkey::int2[], a.attnum)", (oid,))
+        pk = tuple(r[0] for r in cur.fetchall()) or tuple(keys.get(full, ()))
+        names = {c.name for c in columns}
+        missing = [k for k in pk if k not in names]
+        if missing:
+            raise ValueError(f"table-names-config gives {full!r} the key {missing}, which it has no column of")
+        out.append(TableInfo(TableSchema(full, tuple(columns), pk), oid, identity))
+    return out
+
+
+def engine_type(table: str, column: str, typname: str, typmod: int) -> str:
+    if typname == "numeric":
+        if typmod is None or typmod < 4:
+            return "decimal(38,18)"  # unconstrained NUMERIC, as SeaTunnel maps it
+        precision, scale = ((typmod - 4) >> 16) & 0xFFFF, (typmod - 4) & 0xFFFF
+        if precision > 38:
+            raise ValueError(f"column {column!r} of {table!r} is numeric({precision},{scale}); Spark's decimals hold 38 digits")
+        return f"decimal({precision},{scale})"
+    found = _TYPES.get(typname)
+    if found is None:
+        kind = "an array type" if typname.startswith("_") else "a type"
+        raise ValueError(f"column {column!r} of {table!r} has {kind} the engine does not map yet ({typname}); "
+                         "supported: " + ", ".join(sorted({*_TYPES, "numeric"})))
+    return found

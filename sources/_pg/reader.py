@@ -1,0 +1,271 @@
+"""The Postgres-CDC source at run time: a Spark Python streaming data source over the job's slot.
+
+Offsets are epoch ends (:func:`sources._pg.slot.epoch_end`, ``{"lsn": n}``).
+A micro-batch ``(start, end]`` is ONE partition: a task peeks the slot for the
+transactions that committed in that range (the WAL is one stream, in commit
+order) and turns their changes into the engine's row envelope, values as
+PostgreSQL's text, cast to the tables' types by the query. Spark calls
+:meth:`Reader.commit` with a batch's end only after the batch has committed
+(every sink and the ledger, in the engine's foreachBatch): only then does the
+slot move. A restarted query runs its last planned batch again with the same
+offsets: the slot still holds those changes.
+
+Row kinds: INSERT ``+I``; UPDATE ``-U`` (the old row, when the server sends
+it: REPLICA IDENTITY FULL) and ``+U``, or ``-D`` and ``+I`` when it changed the
+primary key (as Debezium emits it: an upsert must remove the old key); DELETE
+``-D`` (the old row); ``__seq``
+is the change's LSN, so a key's changes order as the server made them. An
+unchanged TOASTed value of an UPDATE (not sent) is taken from the old row,
+which REPLICA IDENTITY FULL carries; the plan requires FULL.
+"""
+
+from __future__ import annotations
+
+import base64
+import pickle
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from sources._pg.catalog import Connection
+from sources._pg.pgoutput import UNCHANGED_TOAST, Change, Relation, Truncate, lsn_text
+from streaming_engine.errors import RuntimeFailure
+from streaming_engine.runtime import rows as envelope
+from streaming_engine.schema import Dataset, TableSchema
+
+FORMAT = "streaming_engine_pg_cdc"
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What a reader needs (pickled into the query's options; the password travels apart, as ``password``)."""
+
+    connection: Connection  # password None
+    slot: str
+    publication: str
+    tables: tuple[TableSchema, ...]
+    time_zone: str
+    truncate_events: str  # apply, reject, ignore
+
+    @property
+    def dataset(self) -> Dataset:
+        return Dataset(self.tables)
+
+
+def encode(spec: Spec) -> str:
+    return base64.b64encode(pickle.dumps(spec)).decode()
+
+
+def _decode(text: str) -> Spec:
+    return pickle.loads(base64.b64decode(text))
+
+
+def _open(spec: Spec, password: str | None, autocommit: bool = True) -> Any:
+    from dataclasses import replace
+
+    conn = replace(spec.connection, password=password).connect("streaming-engine postgres-cdc")
+    conn.autocommit = autocommit
+    with conn.cursor() as cur:
+        # the text of timestamptz, dates and floats as the casts read them
+        cur.execute("SELECT set_config('TimeZone', %s, false), set_config('DateStyle', 'ISO, YMD', false), "
+                    "set_config('extra_float_digits', '3', false), set_config('bytea_output', 'hex', false)",
+                    (spec.time_zone,))
+    return conn
+
+
+class _Rows:
+    """Changes -> envelope tuples: (table, kind, seq, values by the envelope's data columns)."""
+
+    def __init__(self, spec: Spec) -> None:
+        self.spec = spec
+        self.tables = {t.table_id: t for t in spec.tables}
+        self.database = spec.connection.database
+        if spec.dataset.is_multi_table:
+            lay = envelope.layout(spec.dataset)
+            slots = [s for s, _ in lay.slots]
+            self.width = len(slots)
+            self.places = {tid: tuple(slots.index(s) for s in lay.columns[tid]) for tid in self.tables}
+        else:
+            (only,) = spec.tables
+            self.width = len(only.columns)
+            self.places = {only.table_id: tuple(range(self.width))}
+        self.relations: dict[int, Relation] = {}
+
+    def table_of(self, relation: Relation) -> TableSchema | None:
+        return self.tables.get(f"{self.database}.{relation.namespace}.{relation.name}")
+
+    def rows(self, change: Change | Truncate, lsn: int) -> Iterator[tuple]:
+        if isinstance(change, Truncate):
+            yield from self._truncate(change, lsn)
+            return
+        relation = self.relations.get(change.relation_oid)
+        if relation is None:
+            raise RuntimeFailure("RUNTIME.FAILED", {"detail": (
+                f"a change at LSN {lsn_text(lsn)} of relation {change.relation_oid}, which the slot did not describe")})
+        table = self.table_of(relation)
+        if table is None:
+            return  # a table of the publication this job does not read
+        names = [c.name for c in relation.columns]
+        old = dict(zip(names, change.old)) if change.old is not None else None
+        new = dict(zip(names, change.new)) if change.new is not None else None
+        if new is not None and any(v is UNCHANGED_TOAST for v in new.values()):
+            if change.old_kind != "O":
+                raise RuntimeFailure("RUNTIME.FAILED", {"detail": (
+                    f"table {table.table_id}: an UPDATE at LSN {lsn_text(lsn)} left a TOASTed value unchanged and the "
+                    "server did not send the old row (REPLICA IDENTITY is no longer FULL); run ALTER TABLE ... "
+                    "REPLICA IDENTITY FULL and restart the job")})
+            assert old is not None
+            new = {k: (old[k] if v is UNCHANGED_TOAST else v) for k, v in new.items()}
+        extra = [n for n in names if n not in {c.name for c in table.columns}]
+        if extra:
+            raise RuntimeFailure("RUNTIME.FAILED", {"detail": (
+                f"table {table.table_id} has columns the job did not plan for ({', '.join(extra)}), added while it "
+                "ran; schema changes are not applied yet: stop the job and start it again to plan the new columns")})
+        if change.kind == "I":
+            yield self._row(table, envelope.INSERT, lsn, new)
+        elif change.kind == "U":
+            assert new is not None
+            if old is not None and any(old.get(k) != new.get(k) for k in table.primary_key):
+                # the key changed: the old key's row is gone and a new one exists (as Debezium emits it)
+                yield self._row(table, envelope.DELETE, lsn, old)
+                yield self._row(table, envelope.INSERT, lsn, new)
+                return
+            if old is not None and change.old_kind == "O":
+                yield self._row(table, envelope.UPDATE_BEFORE, lsn, old)
+            yield self._row(table, envelope.UPDATE_AFTER, lsn, new)
+        else:
+            yield self._row(table, envelope.DELETE, lsn, old)
+
+    def _row(self, table: TableSchema, kind: str, lsn: int, values: dict | None) -> tuple:
+        out: list = [None] * self.width
+        for place, column in zip(self.places[table.table_id], table.columns):
+            out[place] = (values or {}).get(column.name)
+        return (table.table_id, kind, lsn, *out)
+
+    def _truncate(self, message: Truncate, lsn: int) -> Iterator[tuple]:
+        for oid in message.relation_oids:
+            relation = self.relations.get(oid)
+            table = self.table_of(relation) if relation is not None else None
+            if table is None or self.spec.truncate_events == "ignore":
+                continue
+            if self.spec.truncate_events == "reject":
+                raise RuntimeFailure("RUNTIME.FAILED", {"detail": (
+                    f"table {table.table_id} was truncated at LSN {lsn_text(lsn)}; set truncate_events = apply (the sink "
+                    "clears the table) or ignore in the Postgres-CDC source")})
+            yield (table.table_id, envelope.TRUNCATE, lsn, *([None] * self.width))
+
+
+def register(spark: Any) -> None:
+    """Register the data source in ``spark`` (made the thread's active session first, as FakeSource's)."""
+    from pyspark.sql import SparkSession
+
+    SparkSession._get_j_spark_session_class(spark._jvm).setActiveSession(spark._jsparkSession)
+    SparkSession._activeSession = spark
+    if spark._jsparkSession.sessionState().dataSourceManager().dataSourceExists(FORMAT):
+        return
+    _register(spark)
+
+
+def _register(spark: Any) -> None:
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+    from sources._pg import slot as pgslot
+
+    class Range(InputPartition):
+        def __init__(self, after: int, upto: int):
+            self.after, self.upto = after, upto
+
+    class Reader(DataSourceStreamReader):
+        def __init__(self, spec: Spec, password: str | None):
+            self.spec, self.password = spec, password
+            self._conn: Any = None
+            self.last: int | None = None
+
+        def _cur(self) -> Any:
+            if self._conn is None or self._conn.closed:
+                self._conn = _open(self.spec, self.password)
+            return self._conn.cursor()
+
+        def initialOffset(self) -> dict:
+            with self._cur() as cur:
+                pgslot.ensure_publication(cur, self.spec.publication, [t.table_id.split(".", 1)[1] for t in self.spec.tables])
+                start = pgslot.ensure_slot(cur, self.spec.slot)
+            self.last = start
+            return {"lsn": start}
+
+        def latestOffset(self) -> dict:
+            with self._cur() as cur:
+                end = pgslot.epoch_end(cur)
+            if end is not None:
+                self.last = end if self.last is None else max(self.last, end)
+            if self.last is None:
+                return self.initialOffset()
+            return {"lsn": self.last}
+
+        def partitions(self, start: dict, end: dict) -> list:
+            return [Range(int(start["lsn"]), int(end["lsn"]))]
+
+        def read(self, part: Range) -> Iterator[tuple]:
+            if part.upto <= part.after:
+                return
+            conn = _open(self.spec, self.password, autocommit=False)
+            try:
+                shaper = _Rows(self.spec)
+                with conn.cursor(name="streaming_engine_peek") as cur:  # server-side: the epoch streams
+                    cur.itersize = 2000
+                    for tx in pgslot.transactions(cur, self.spec.slot, self.spec.publication, part.after, part.upto,
+                                                  shaper.relations):
+                        for lsn, message in zip(tx.lsns, tx.messages):
+                            if isinstance(message, (Change, Truncate)):
+                                yield from shaper.rows(message, lsn)
+                conn.rollback()
+            finally:
+                conn.close()
+
+        def commit(self, end: dict) -> None:
+            """The batch ending at ``end`` committed in every sink: the slot may release its WAL."""
+            with self._cur() as cur:
+                pgslot.advance(cur, self.spec.slot, int(end["lsn"]))
+
+        def stop(self) -> None:
+            if self._conn is not None:
+                self._conn.close()
+
+    class PostgresCdcSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return FORMAT
+
+        def schema(self) -> str:
+            return text_struct(_decode(self.options["spec"]).dataset).simpleString()
+
+        def streamReader(self, schema: Any) -> Reader:
+            return Reader(_decode(self.options["spec"]), self.options.get("password"))
+
+    spark.dataSource.register(PostgresCdcSource)
+
+
+def text_struct(dataset: Dataset) -> Any:
+    """The envelope with every data column as text (PostgreSQL's output), before the casts."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    typed = envelope.envelope_struct(dataset)
+    return StructType(typed.fields[:3] + [StructField(f.name, StringType(), True) for f in typed.fields[3:]])
+
+
+def read_stream(spec: Spec, password: str | None, ctx: Any) -> Any:
+    """The streaming DataFrame in the envelope: the data source's text columns cast to the tables' types."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BinaryType
+
+    register(ctx.spark)
+    df = (ctx.spark.readStream.format(FORMAT).schema(text_struct(spec.dataset))
+          .option("spec", encode(spec)).option("password", password or "").load())
+    typed = envelope.envelope_struct(spec.dataset)
+    columns = [F.col(f.name) for f in typed.fields[:3]]
+    for f in typed.fields[3:]:
+        c = F.col(f.name)
+        if isinstance(f.dataType, BinaryType):  # bytea_output = hex: \x0aff
+            columns.append(F.unhex(F.substring(c, 3, 1 << 30)).alias(f.name))
+        else:
+            columns.append(c.cast(f.dataType).alias(f.name))
+    return df.select(*columns)

@@ -1,0 +1,191 @@
+"""Postgres-CDC: a PostgreSQL database's changes, read directly (SeaTunnel's Postgres-CDC source).
+
+What it reads: the tables of ``table-names`` (``database.schema.table``; the
+database is ``base-url``'s), their columns, types and primary keys taken from
+PostgreSQL's catalog when the job is planned (``check``/``explain``/``run``
+connect to the database). Table ids are ``database.schema.table``, so
+``${database_name}``, ``${schema_name}`` and ``${table_name}`` fill a sink's
+names as SeaTunnel's do.
+
+How: logical replication with ``pgoutput`` through a slot (``slot.name``,
+default ``seatunnel`` as SeaTunnel's) and a publication of the same name, both
+created by the job when missing (a publication lacking a table gets it added).
+Each epoch reads the transactions committed since the last one
+(sources/_pg/slot.py); the slot moves only after the epoch has committed in
+every sink, so a crash anywhere re-reads, and the sinks' exactly-once commit
+applies nothing twice. ``max_slot_wal_keep_size`` on the server bounds the WAL
+a stopped job's slot can hold; drop the slot (``SELECT
+pg_drop_replication_slot('<slot.name>')``) when a job is retired.
+
+This first part of the source streams changes from the slot's position
+(``startup.mode = latest``): the initial snapshot (``initial``, SeaTunnel's
+default) and ``earliest`` are refused at plan time until the snapshot phase
+exists. Tables need ``REPLICA IDENTITY FULL`` (as the page asks), so updates
+and deletes carry the whole old row and an unchanged TOASTed value is never
+written as null; a table without it is a plan-time error saying the statement
+to run. Schema changes while the job runs stop it with an error naming the new
+columns (restart to plan them). A TRUNCATE follows ``truncate_events`` (ours,
+as the Kafka source's: reject, apply or ignore).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+from streaming_engine.errors import SchemaError
+from streaming_engine.plugins.base import Source, SourceOptions, refused
+from streaming_engine.plugins.registry import register
+from streaming_engine.schema import Dataset
+
+NO_DEBEZIUM = "this engine reads the slot itself (pgoutput); there is no Debezium engine to pass properties to"
+
+
+class TableNameConfig(BaseModel):
+    """A ``table-names-config`` item: the key of a table that has no primary key."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    table: str = Field(min_length=1, description="database.schema.table")
+    primaryKeys: list[str] | None = Field(None, description="Key columns of a table without a primary key.")
+    snapshotSplitColumn: str | None = Field(None, description="Snapshot split column (the snapshot phase is not built yet).")
+
+
+class PostgresCdcOptions(SourceOptions):
+    base_url: str = Field(alias="base-url", min_length=1, description="jdbc:postgresql://host:5432/database")
+    username: str = Field(min_length=1, description="The user the job connects as (needs REPLICATION).")
+    password: SecretStr | None = Field(None, description="The user's password.")
+    database_names: list[str] | None = Field(None, alias="database-names", description="The database (base-url's).")
+    schema_names: list[str] | None = Field(None, alias="schema-names", description="Schemas of the tables (informative).")
+    table_names: list[str] = Field(alias="table-names", min_length=1, description="Tables: database.schema.table, ...")
+    table_names_config: list[TableNameConfig] | None = Field(
+        None, alias="table-names-config", description="Per table: primaryKeys for a table without a primary key.")
+    startup_mode: Literal["initial", "earliest", "latest"] = Field(
+        "initial", alias="startup.mode",
+        description="latest: changes from the slot's position (only latest for now; initial needs the snapshot phase).")
+    snapshot_split_size: int = Field(8096, alias="snapshot.split.size", ge=1, description="Rows per snapshot chunk.")
+    snapshot_fetch_size: int = Field(1024, alias="snapshot.fetch.size", ge=1, description="Rows per snapshot fetch.")
+    slot_name: str | None = Field(None, alias="slot.name", description="Replication slot (and publication) name; default seatunnel.")
+    decoding_plugin_name: refused(
+        "the engine decodes pgoutput, PostgreSQL's built-in logical decoding plugin", accepts=("pgoutput",)
+    ) = Field("pgoutput", alias="decoding.plugin.name", description="Only pgoutput.")
+    server_time_zone: str = Field("UTC", alias="server-time-zone", description="Time zone timestamptz text is read in.")
+    connect_timeout_ms: int = Field(30000, alias="connect.timeout.ms", ge=1000, description="Connection timeout, ms.")
+    connect_max_retries: int = Field(3, alias="connect.max-retries", ge=0, description="Connection retries.")
+    connection_pool_size: int = Field(20, alias="connection.pool.size", ge=1, description="Connections (snapshot phase).")
+    chunk_key_upper: float = Field(100.0, alias="chunk-key.even-distribution.factor.upper-bound",
+                                   description="Snapshot chunking (the snapshot phase is not built yet).")
+    chunk_key_lower: float = Field(0.05, alias="chunk-key.even-distribution.factor.lower-bound",
+                                   description="Snapshot chunking (the snapshot phase is not built yet).")
+    sample_sharding_threshold: int = Field(1000, alias="sample-sharding.threshold",
+                                           description="Snapshot chunking (the snapshot phase is not built yet).")
+    inverse_sampling_rate: int = Field(1000, alias="inverse-sampling.rate",
+                                       description="Snapshot chunking (the snapshot phase is not built yet).")
+    exactly_once: bool = Field(False, description="Accepted: every epoch commits exactly once whatever its value.")
+    format: refused("only the engine's row envelope (DEFAULT) is produced", accepts=("DEFAULT", "default")) = Field(
+        "DEFAULT", description="Only DEFAULT.")
+    debezium: refused(NO_DEBEZIUM) = Field(None, description="Not supported (see the reason).")
+    truncate_events: Literal["reject", "apply", "ignore"] = Field(
+        "reject", description="TRUNCATE: reject (the job fails), apply (the sink clears the table) or ignore.")
+
+    @field_validator("table_names", mode="before")
+    @classmethod
+    def _split(cls, v: Any) -> Any:
+        from sources._pg.catalog import split_table_names
+
+        if isinstance(v, str):
+            v = [v]
+        return split_table_names(v) if isinstance(v, list) and all(isinstance(x, str) for x in v) else v
+
+    @model_validator(mode="after")
+    def _check(self) -> "PostgresCdcOptions":
+        from sources._pg.slot import check_slot_name
+
+        if self.startup_mode != "latest":
+            raise ValueError(
+                f"startup.mode = {self.startup_mode}{' (the default)' if self.startup_mode == 'initial' else ''} is not "
+                "supported yet: the snapshot phase is not built; set startup.mode = latest (changes from the slot's "
+                "position: a new slot starts at its creation)")
+        if self.slot_name is not None:
+            check_slot_name(self.slot_name)
+        db = self.connection().database
+        for name in self.database_names or ():
+            if name != db:
+                raise ValueError(f"database-names lists {name!r}, but base-url connects to {db!r}; one database per source")
+        return self
+
+    def connection(self) -> Any:
+        from sources._pg.catalog import Connection
+
+        pw = self.password.get_secret_value() if self.password is not None else None
+        return Connection.from_url(self.base_url, self.username, pw, self.connect_timeout_ms)
+
+    @property
+    def slot(self) -> str:
+        return self.slot_name or "seatunnel"
+
+
+@register
+class PostgresCdc(Source):
+    name: ClassVar[str] = "Postgres-CDC"
+    seatunnel_page = "connector-v2/source/Postgres-CDC.md"
+    Options = PostgresCdcOptions
+    description = "Reads a PostgreSQL database's changes through a logical replication slot (pgoutput)."
+    boundedness = "unbounded"
+    restore_identity = frozenset({"base-url", "table-names", "slot.name"})
+    restore_table_option = "table-names"
+
+    options: PostgresCdcOptions
+
+    def output(self) -> Dataset:
+        found = self.__dict__.get("_dataset")
+        if found is None:
+            found = self.__dict__["_dataset"] = self._discover()
+        return found
+
+    def _discover(self) -> Dataset:
+        from dataclasses import replace
+
+        from sources._pg.catalog import discover
+
+        o = self.options
+        conn = o.connection()
+        try:
+            db = conn.connect("streaming-engine plan")
+        except Exception as e:  # psycopg2.OperationalError: its message names host and cause, never the password
+            raise SchemaError("SCHEMA.INVALID", {"detail": (
+                f"Postgres-CDC cannot connect to {conn.where()} as {conn.user!r}: "
+                f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}")}) from None
+        try:
+            with db.cursor() as cur:
+                keys = {c.table: list(c.primaryKeys or ()) for c in o.table_names_config or ()}
+                infos = discover(cur, conn.database, list(o.table_names), keys)
+        except ValueError as e:
+            raise SchemaError("SCHEMA.INVALID", {"detail": f"Postgres-CDC: {e}"}) from None
+        finally:
+            db.close()
+        not_full = [i.schema.table_id for i in infos if i.replica_identity != "f"]
+        if not_full:
+            first = not_full[0].split(".", 1)[1]
+            raise SchemaError("SCHEMA.INVALID", {"detail": (
+                f"Postgres-CDC needs REPLICA IDENTITY FULL (updates and deletes then carry the whole old row) on "
+                f"{', '.join(not_full)}; run ALTER TABLE {first} REPLICA IDENTITY FULL (and for each)")})
+        apply = o.truncate_events == "apply"
+        return Dataset(tuple(replace(i.schema, truncates=apply) for i in infos))
+
+    def describe(self) -> str:
+        o = self.options
+        return f"Postgres-CDC {o.connection().where()} slot {o.slot} ({len(self.output().tables)} tables, from {o.startup_mode})"
+
+    # -- run time ------------------------------------------------------------
+    def read(self, ctx: Any) -> Any:
+        from dataclasses import replace
+
+        from sources._pg.reader import Spec, read_stream
+
+        o = self.options
+        conn = o.connection()
+        spec = Spec(replace(conn, password=None), o.slot, o.slot, ctx.dataset.tables, o.server_time_zone,
+                    o.truncate_events)
+        return read_stream(spec, conn.password, ctx)
