@@ -323,17 +323,10 @@ def _decode(text: str) -> tuple[list[TableSpec], bool, int]:
 
 
 def register(spark: Any) -> None:
-    """Register the fake data source in ``spark``, made the active session first:
-    Spark resolves a Python data source through the THREAD'S active session, and
-    refuses to register a name that session knows (another session of the
-    process that registered it made registering it here fail)."""
-    from pyspark.sql import SparkSession
+    """Register the fake data source in ``spark`` (sources._python_source.register)."""
+    from sources._python_source import register as register_source
 
-    SparkSession._get_j_spark_session_class(spark._jvm).setActiveSession(spark._jsparkSession)
-    SparkSession._activeSession = spark
-    if spark._jsparkSession.sessionState().dataSourceManager().dataSourceExists(FORMAT):
-        return
-    _register(spark)
+    register_source(spark, FORMAT, _register)
 
 
 def _register(spark: Any) -> None:

@@ -155,14 +155,10 @@ class _Rows:
 
 
 def register(spark: Any) -> None:
-    """Register the data source in ``spark`` (made the thread's active session first, as FakeSource's)."""
-    from pyspark.sql import SparkSession
+    """Register the data source in ``spark`` (sources._python_source.register)."""
+    from sources._python_source import register as register_source
 
-    SparkSession._get_j_spark_session_class(spark._jvm).setActiveSession(spark._jsparkSession)
-    SparkSession._activeSession = spark
-    if spark._jsparkSession.sessionState().dataSourceManager().dataSourceExists(FORMAT):
-        return
-    _register(spark)
+    register_source(spark, FORMAT, _register)
 
 
 def _register(spark: Any) -> None:
