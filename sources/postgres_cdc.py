@@ -25,7 +25,12 @@ and deletes carry the whole old row and an unchanged TOASTed value is never
 written as null; a table without it is a plan-time error saying the statement
 to run. Schema changes while the job runs stop it with an error naming the new
 columns (restart to plan them). A TRUNCATE follows ``truncate_events`` (ours,
-as the Kafka source's: reject, apply or ignore).
+as the Kafka source's: reject, apply or ignore). ``job.mode = BATCH``: a run
+applies what the slot holds up to when it started, then finishes (the next run
+goes on from there). ``connect.max-retries``: a failed connection is tried
+again that many times, a second apart; a ``password`` parameter of
+``base-url`` is the password when the option is not set (other JDBC-only
+parameters are dropped, libpq's such as ``sslmode`` are passed on).
 """
 
 from __future__ import annotations
@@ -72,7 +77,8 @@ class PostgresCdcOptions(SourceOptions):
     ) = Field("pgoutput", alias="decoding.plugin.name", description="Only pgoutput.")
     server_time_zone: str = Field("UTC", alias="server-time-zone", description="Time zone timestamptz text is read in.")
     connect_timeout_ms: int = Field(30000, alias="connect.timeout.ms", ge=1000, description="Connection timeout, ms.")
-    connect_max_retries: int = Field(3, alias="connect.max-retries", ge=0, description="Connection retries.")
+    connect_max_retries: int = Field(3, alias="connect.max-retries", ge=0, le=100,
+                                     description="Retries of a failed connection, a second apart.")
     connection_pool_size: int = Field(20, alias="connection.pool.size", ge=1, description="Connections (snapshot phase).")
     chunk_key_upper: float = Field(100.0, alias="chunk-key.even-distribution.factor.upper-bound",
                                    description="Snapshot chunking (the snapshot phase is not built yet).")
@@ -119,7 +125,7 @@ class PostgresCdcOptions(SourceOptions):
         from sources._pg.catalog import Connection
 
         pw = self.password.get_secret_value() if self.password is not None else None
-        return Connection.from_url(self.base_url, self.username, pw, self.connect_timeout_ms)
+        return Connection.from_url(self.base_url, self.username, pw, self.connect_timeout_ms, self.connect_max_retries)
 
     @property
     def slot(self) -> str:

@@ -32,6 +32,9 @@ _TYPES = {
 }  # fmt: skip
 
 
+_LIBPQ = frozenset({"sslmode", "sslrootcert", "sslcert", "sslkey", "options", "target_session_attrs"})
+
+
 @dataclass(frozen=True)
 class Connection:
     """Where the database is: ``base-url`` (jdbc:postgresql://host[:port]/db[?k=v...]) plus credentials."""
@@ -41,11 +44,15 @@ class Connection:
     database: str
     user: str
     password: str | None
-    params: tuple[tuple[str, str], ...] = ()
+    params: tuple[tuple[str, str], ...] = ()  # libpq settings only (sslmode, ...): never a secret
     connect_timeout_s: int = 30
+    max_retries: int = 3
 
     @classmethod
-    def from_url(cls, url: str, user: str, password: str | None, connect_timeout_ms: int = 30000) -> "Connection":
+    def from_url(cls, url: str, user: str, password: str | None, connect_timeout_ms: int = 30000,
+                 max_retries: int = 3) -> "Connection":
+        """JDBC-only URL parameters (loggerLevel, ...) are dropped; a ``password`` parameter is the password
+        when the option is not set, and never kept among the parameters (they travel in the query's options)."""
         prefix = "jdbc:postgresql://"
         if not url.startswith(prefix):
             raise ValueError(f"base-url must look like {prefix}host:5432/database, not {url.split('?')[0]!r}")
@@ -56,18 +63,29 @@ class Connection:
         host, colon, port = hostport.rpartition(":") if ":" in hostport else (hostport, "", "5432")
         if not port.isdigit():
             raise ValueError(f"base-url: port {port!r} is not a number")
-        return cls(host, int(port), unquote(database), user, password, tuple(parse_qsl(query)),
-                   max(1, connect_timeout_ms // 1000))
+        given = parse_qsl(query)
+        if password is None:
+            password = next((v for k, v in given if k == "password"), None)
+        params = tuple((k, v) for k, v in given if k in _LIBPQ)
+        return cls(host, int(port), unquote(database), user, password, params, max(1, connect_timeout_ms // 1000),
+                   max_retries)
 
     def connect(self, application: str = "streaming-engine") -> Any:
-        """A psycopg2 connection (autocommit). JDBC-only URL parameters (loggerLevel, ...) are not passed on."""
+        """A psycopg2 connection (autocommit), tried ``1 + max_retries`` times (connect.max-retries) a second apart."""
+        import time
+
         import psycopg2
 
-        libpq = {"sslmode", "sslrootcert", "sslcert", "sslkey", "options", "target_session_attrs"}
-        extra = {k: v for k, v in self.params if k in libpq}
-        conn = psycopg2.connect(host=self.host, port=self.port, dbname=self.database, user=self.user,
-                                password=self.password, connect_timeout=self.connect_timeout_s,
-                                application_name=application, **extra)
+        for attempt in range(self.max_retries + 1):
+            try:
+                conn = psycopg2.connect(host=self.host, port=self.port, dbname=self.database, user=self.user,
+                                        password=self.password, connect_timeout=self.connect_timeout_s,
+                                        application_name=application, **dict(self.params))
+                break
+            except psycopg2.OperationalError:
+                if attempt == self.max_retries:
+                    raise
+                time.sleep(1.0)
         conn.autocommit = True
         return conn
 

@@ -185,3 +185,32 @@ def test_an_existing_slot_of_another_kind_is_refused(cur):
     assert pgslot.ensure_publication(cur, "grow", ["app.a"]) == ["app.a"]
     assert pgslot.ensure_publication(cur, "grow", ["app.a", "app.b"]) == ["app.b"]  # added, never dropped
     assert pgslot.ensure_publication(cur, "grow", ["app.b"]) == []
+
+
+def test_base_url_as_the_source_reads_it():
+    from sources._pg.catalog import Connection
+
+    c = Connection.from_url("jdbc:postgresql://db1:6543/shop?loggerLevel=OFF&sslmode=require&password=s3cret", "u", None)
+    assert (c.host, c.port, c.database, c.password, c.params) == ("db1", 6543, "shop", "s3cret", (("sslmode", "require"),))
+    assert Connection.from_url("jdbc:postgresql://db1/shop", "u", "opt").port == 5432
+    assert Connection.from_url("jdbc:postgresql://db1/shop?password=url", "u", "opt").password == "opt"
+    for bad, says in (("postgresql://db1/shop", "must look like"), ("jdbc:postgresql://db1", "name the host and the database"),
+                      ("jdbc:postgresql://db1:x/shop", "not a number")):
+        with pytest.raises(ValueError, match=says):
+            Connection.from_url(bad, "u", None)
+
+
+def test_an_unreachable_database_is_a_plan_error_naming_it_never_the_password():
+    from tests.components import free_port
+    from streaming_engine.errors import EngineError
+    from streaming_engine.job import compile_text
+
+    port = free_port()
+    job = (f'env {{ job.mode = STREAMING }}\nsource {{ Postgres-CDC {{ plugin_output = s, '
+           f'base-url = "jdbc:postgresql://127.0.0.1:{port}/postgres", username = u, password = "s3cret-pw", '
+           f'table-names = ["postgres.public.t"], startup.mode = latest, connect.max-retries = 1 }} }}\n'
+           f'sink {{ Console {{ plugin_input = s }} }}')
+    with pytest.raises(EngineError) as e:
+        compile_text(job, file="job.conf")
+    text = str(e.value)
+    assert f"cannot connect to 127.0.0.1:{port}/postgres as 'u'" in text and "s3cret-pw" not in text

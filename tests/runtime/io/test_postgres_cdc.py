@@ -172,3 +172,25 @@ def _check(spark, work, cur, events: int) -> None:
     # the change logs: every change once
     logged = sum(spark.read.format("delta").load(str(work / "log" / t)).count() for t in ("orders", "items"))
     assert logged == events
+
+
+def test_a_batch_run_reads_the_changes_up_to_its_start_and_finishes(spark, run_job_text, postgres_db_module):
+    """job.mode = BATCH: each run applies what the slot holds up to when it started, then ends FINISHED."""
+    pg = postgres_db_module
+    pg.execute("CREATE TABLE public.batch_t (id int PRIMARY KEY, v text); ALTER TABLE public.batch_t REPLICA IDENTITY FULL")
+    job = f"""env {{ job.name = pgbatch, job.mode = BATCH }}
+source {{ Postgres-CDC {{ plugin_output = s, base-url = "jdbc:postgresql://{pg.host}:{pg.port}/postgres",
+  username = postgres, table-names = ["postgres.public.batch_t"], startup.mode = latest, slot.name = pgbatch }} }}
+sink {{ Delta {{ plugin_input = s, path = "${{work}}/batch", save_mode = upsert }} }}"""
+    try:
+        first = run_job_text(job, timeout_s=300)  # creates the slot; nothing to read yet
+        assert first.result.status == "FINISHED", first.result.error
+        pg.execute("INSERT INTO public.batch_t VALUES (1, 'a'), (2, 'b'); UPDATE public.batch_t SET v = 'c' WHERE id = 1")
+        second = run_job_text(job, timeout_s=300)
+        assert second.result.status == "FINISHED", second.result.error
+        got = sorted(tuple(r) for r in spark.read.format("delta").load(str(second.work / "batch")).collect())
+        assert got == [(1, "c"), (2, "b")]
+    finally:
+        pg.execute("SELECT pg_drop_replication_slot('pgbatch') FROM pg_replication_slots WHERE slot_name = 'pgbatch'")
+        pg.execute("DROP PUBLICATION IF EXISTS pgbatch")
+        pg.execute("DROP TABLE public.batch_t")
