@@ -17,10 +17,13 @@ applies nothing twice. ``max_slot_wal_keep_size`` on the server bounds the WAL
 a stopped job's slot can hold; drop the slot (``SELECT
 pg_drop_replication_slot('<slot.name>')``) when a job is retired.
 
-This first part of the source streams changes from the slot's position
-(``startup.mode = latest``): the initial snapshot (``initial``, SeaTunnel's
-default) and ``earliest`` are refused at plan time until the snapshot phase
-exists. Tables need ``REPLICA IDENTITY FULL`` (as the page asks), so updates
+``startup.mode = initial`` (SeaTunnel's default) first reads the tables as
+they are, in key chunks, without a lock, while their changes go on
+(sources/_pg/snapshot.py: a DBLog-style incremental snapshot whose progress is
+in the checkpoint's offsets, so a restart reads only unfinished chunks again),
+then streams; ``latest`` streams from the slot's position (a new slot starts
+at its creation); ``earliest`` is refused (the server keeps no changes from
+before the slot). Tables need ``REPLICA IDENTITY FULL`` (as the page asks), so updates
 and deletes carry the whole old row and an unchanged TOASTed value is never
 written as null; a table without it is a plan-time error saying the statement
 to run. Schema changes while the job runs stop it with an error naming the new
@@ -44,6 +47,8 @@ from streaming_engine.plugins.base import Source, SourceOptions, refused
 from streaming_engine.plugins.registry import register
 from streaming_engine.schema import Dataset
 
+_EXACT_CHUNKS = ("Accepted: chunks are cut at every snapshot.split.size-th key (an index scan), so neither a "
+                 "distribution factor nor sampling is needed.")
 NO_DEBEZIUM = "this engine reads the slot itself (pgoutput); there is no Debezium engine to pass properties to"
 
 
@@ -54,7 +59,15 @@ class TableNameConfig(BaseModel):
 
     table: str = Field(min_length=1, description="database.schema.table")
     primaryKeys: list[str] | None = Field(None, description="Key columns of a table without a primary key.")
-    snapshotSplitColumn: str | None = Field(None, description="Snapshot split column (the snapshot phase is not built yet).")
+    snapshotSplitColumn: str | None = Field(
+        None, description="Not supported: chunks are cut by the primary key (or primaryKeys); leave unset.")
+
+    @model_validator(mode="after")
+    def _split_column(self) -> "TableNameConfig":
+        if self.snapshotSplitColumn is not None:
+            raise ValueError(f"snapshotSplitColumn of {self.table!r}: the snapshot cuts chunks by the table's key "
+                             "(primaryKeys here for a table without one); remove snapshotSplitColumn")
+        return self
 
 
 class PostgresCdcOptions(SourceOptions):
@@ -68,9 +81,15 @@ class PostgresCdcOptions(SourceOptions):
         None, alias="table-names-config", description="Per table: primaryKeys for a table without a primary key.")
     startup_mode: Literal["initial", "earliest", "latest"] = Field(
         "initial", alias="startup.mode",
-        description="latest: changes from the slot's position (only latest for now; initial needs the snapshot phase).")
-    snapshot_split_size: int = Field(8096, alias="snapshot.split.size", ge=1, description="Rows per snapshot chunk.")
-    snapshot_fetch_size: int = Field(1024, alias="snapshot.fetch.size", ge=1, description="Rows per snapshot fetch.")
+        description="initial: a lock-free snapshot of the tables, then their changes; latest: changes from the "
+                    "slot's position only. earliest is refused (PostgreSQL keeps no changes from before the slot).")
+    snapshot_split_size: int = Field(8096, alias="snapshot.split.size", ge=1,
+                                     description="Rows per snapshot chunk (tables with integer keys; others: one chunk).")
+    snapshot_fetch_size: int = Field(1024, alias="snapshot.fetch.size", ge=1,
+                                     description="Accepted; a chunk streams with COPY, so no fetch size is needed.")
+    snapshot_chunks_per_epoch: int = Field(
+        32, alias="snapshot.chunks.per.epoch", ge=1, le=4096,
+        description="Snapshot chunks an epoch reads (ours): each a Spark task; the epoch commits them together.")
     slot_name: str | None = Field(None, alias="slot.name", description="Replication slot (and publication) name; default seatunnel.")
     decoding_plugin_name: refused(
         "the engine decodes pgoutput, PostgreSQL's built-in logical decoding plugin", accepts=("pgoutput",)
@@ -79,15 +98,13 @@ class PostgresCdcOptions(SourceOptions):
     connect_timeout_ms: int = Field(30000, alias="connect.timeout.ms", ge=1000, description="Connection timeout, ms.")
     connect_max_retries: int = Field(3, alias="connect.max-retries", ge=0, le=100,
                                      description="Retries of a failed connection, a second apart.")
-    connection_pool_size: int = Field(20, alias="connection.pool.size", ge=1, description="Connections (snapshot phase).")
+    connection_pool_size: int = Field(20, alias="connection.pool.size", ge=1, description="Accepted; each snapshot task opens its own two connections.")
     chunk_key_upper: float = Field(100.0, alias="chunk-key.even-distribution.factor.upper-bound",
-                                   description="Snapshot chunking (the snapshot phase is not built yet).")
+                                   description=_EXACT_CHUNKS)
     chunk_key_lower: float = Field(0.05, alias="chunk-key.even-distribution.factor.lower-bound",
-                                   description="Snapshot chunking (the snapshot phase is not built yet).")
-    sample_sharding_threshold: int = Field(1000, alias="sample-sharding.threshold",
-                                           description="Snapshot chunking (the snapshot phase is not built yet).")
-    inverse_sampling_rate: int = Field(1000, alias="inverse-sampling.rate",
-                                       description="Snapshot chunking (the snapshot phase is not built yet).")
+                                   description=_EXACT_CHUNKS)
+    sample_sharding_threshold: int = Field(1000, alias="sample-sharding.threshold", description=_EXACT_CHUNKS)
+    inverse_sampling_rate: int = Field(1000, alias="inverse-sampling.rate", description=_EXACT_CHUNKS)
     exactly_once: bool = Field(False, description="Accepted: every epoch commits exactly once whatever its value.")
     format: refused("only the engine's row envelope (DEFAULT) is produced", accepts=("DEFAULT", "default")) = Field(
         "DEFAULT", description="Only DEFAULT.")
@@ -108,11 +125,10 @@ class PostgresCdcOptions(SourceOptions):
     def _check(self) -> "PostgresCdcOptions":
         from sources._pg.slot import check_slot_name
 
-        if self.startup_mode != "latest":
+        if self.startup_mode == "earliest":
             raise ValueError(
-                f"startup.mode = {self.startup_mode}{' (the default)' if self.startup_mode == 'initial' else ''} is not "
-                "supported yet: the snapshot phase is not built; set startup.mode = latest (changes from the slot's "
-                "position: a new slot starts at its creation)")
+                "startup.mode = earliest: PostgreSQL keeps no changes from before the job's slot was created; set "
+                "startup.mode = initial (the tables as they are, then their changes) or latest (changes from now)")
         if self.slot_name is not None:
             check_slot_name(self.slot_name)
         db = self.connection().database
@@ -177,6 +193,12 @@ class PostgresCdc(Source):
             raise SchemaError("SCHEMA.INVALID", {"detail": (
                 f"Postgres-CDC needs REPLICA IDENTITY FULL (updates and deletes then carry the whole old row) on "
                 f"{', '.join(not_full)}; run ALTER TABLE {first} REPLICA IDENTITY FULL (and for each)")})
+        if o.startup_mode == "initial":
+            keyless = [i.schema.table_id for i in infos if not i.schema.primary_key]
+            if keyless:
+                raise SchemaError("SCHEMA.INVALID", {"detail": (
+                    f"Postgres-CDC's snapshot (startup.mode = initial) needs a key of {', '.join(keyless)}: give it in "
+                    "table-names-config (primaryKeys), or set startup.mode = latest")})
         apply = o.truncate_events == "apply"
         return Dataset(tuple(replace(i.schema, truncates=apply) for i in infos))
 
@@ -193,5 +215,6 @@ class PostgresCdc(Source):
         o = self.options
         conn = o.connection()
         spec = Spec(replace(conn, password=None), o.slot, o.slot, ctx.dataset.tables, o.server_time_zone,
-                    o.truncate_events)
+                    o.truncate_events, snapshot=o.startup_mode == "initial", split_size=o.snapshot_split_size,
+                    chunks_per_epoch=o.snapshot_chunks_per_epoch)
         return read_stream(spec, conn.password, ctx)

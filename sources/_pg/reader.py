@@ -45,6 +45,10 @@ class Spec:
     tables: tuple[TableSchema, ...]
     time_zone: str
     truncate_events: str  # apply, reject, ignore
+    struct_json: str = ""  # the data source's schema (text_struct), for Arrow batches on executors
+    snapshot: bool = False  # startup.mode = initial: read the tables first (sources/_pg/snapshot.py)
+    split_size: int = 8096  # snapshot.split.size
+    chunks_per_epoch: int = 32  # snapshot.chunks.per.epoch
 
     @property
     def dataset(self) -> Dataset:
@@ -73,9 +77,14 @@ def _open(spec: Spec, password: str | None, autocommit: bool = True) -> Any:
 
 
 class _Rows:
-    """Changes -> envelope tuples: (table, kind, seq, values by the envelope's data columns)."""
+    """Changes -> envelope tuples: (table, kind, seq, values by the envelope's data columns).
 
-    def __init__(self, spec: Spec) -> None:
+    ``progress``: while the snapshot runs, a change is kept only for a key
+    whose chunk an earlier epoch read (the others' chunks hold it)."""
+
+    def __init__(self, spec: Spec, progress: dict | None = None) -> None:
+        from sources._pg.snapshot import Progress
+
         self.spec = spec
         self.tables = {t.table_id: t for t in spec.tables}
         self.database = spec.connection.database
@@ -89,6 +98,27 @@ class _Rows:
             self.width = len(only.columns)
             self.places = {only.table_id: tuple(range(self.width))}
         self.relations: dict[int, Relation] = {}
+        self.progress = Progress(self.tables, progress)
+        self._arrow: Any = None
+
+    def chunk_batch(self, table: TableSchema, columns: list, at: int) -> Any:
+        """A snapshot chunk's rows (Arrow string columns, the table's order) as an envelope batch: +I at ``at``."""
+        import pyarrow as pa
+
+        if self._arrow is None:
+            from pyspark.sql.pandas.types import to_arrow_schema
+            from pyspark.sql.types import StructType
+
+            self._arrow = to_arrow_schema(StructType.fromJson(__import__("json").loads(self.spec.struct_json)),
+                                          timezone="UTC")
+        n = len(columns[0]) if columns else 0
+        out: list = [None] * self.width
+        for place, column in zip(self.places[table.table_id], columns):
+            out[place] = column
+        arrays = [pa.array([table.table_id] * n, pa.string()), pa.array([envelope.INSERT] * n, pa.string()),
+                  pa.array([at] * n, pa.int64())]
+        arrays += [c if c is not None else pa.nulls(n, pa.string()) for c in out]
+        return pa.RecordBatch.from_arrays(arrays, schema=self._arrow)
 
     def table_of(self, relation: Relation) -> TableSchema | None:
         return self.tables.get(f"{self.database}.{relation.namespace}.{relation.name}")
@@ -120,19 +150,26 @@ class _Rows:
             raise RuntimeFailure("RUNTIME.FAILED", {"detail": (
                 f"table {table.table_id} has columns the job did not plan for ({', '.join(extra)}), added while it "
                 "ran; schema changes are not applied yet: stop the job and start it again to plan the new columns")})
+        read = self.progress.read  # False: the key's snapshot chunk is still to come and will hold this change
+        tid = table.table_id
         if change.kind == "I":
-            yield self._row(table, envelope.INSERT, lsn, new)
+            if read(tid, new):
+                yield self._row(table, envelope.INSERT, lsn, new)
         elif change.kind == "U":
             assert new is not None
             if old is not None and any(old.get(k) != new.get(k) for k in table.primary_key):
                 # the key changed: the old key's row is gone and a new one exists (as Debezium emits it)
-                yield self._row(table, envelope.DELETE, lsn, old)
-                yield self._row(table, envelope.INSERT, lsn, new)
+                if read(tid, old):
+                    yield self._row(table, envelope.DELETE, lsn, old)
+                if read(tid, new):
+                    yield self._row(table, envelope.INSERT, lsn, new)
+                return
+            if not read(tid, new):
                 return
             if old is not None and change.old_kind == "O":
                 yield self._row(table, envelope.UPDATE_BEFORE, lsn, old)
             yield self._row(table, envelope.UPDATE_AFTER, lsn, new)
-        else:
+        elif read(tid, old):
             yield self._row(table, envelope.DELETE, lsn, old)
 
     def _row(self, table: TableSchema, kind: str, lsn: int, values: dict | None) -> tuple:
@@ -163,18 +200,28 @@ def register(spark: Any) -> None:
 
 def _register(spark: Any) -> None:
     from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+    from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
     from sources._pg import slot as pgslot
+    from sources._pg import snapshot as pgsnap
 
     class Range(InputPartition):
-        def __init__(self, after: int, upto: int):
-            self.after, self.upto = after, upto
+        """The log part of an epoch: transactions committed in ``(after, upto]``."""
 
-    class Reader(DataSourceStreamReader):
+        def __init__(self, after: int, upto: int, progress: dict | None = None):
+            self.after, self.upto, self.progress = after, upto, progress
+
+    class Chunk(InputPartition):
+        """A snapshot chunk: the rows of ``table`` with keys in ``(lo, hi]`` as they were at ``at``."""
+
+        def __init__(self, table: str, lo: list | None, hi: list | None, at: int, log_after: int):
+            self.table, self.lo, self.hi, self.at, self.log_after = table, lo, hi, at, log_after
+
+    class Reader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         def __init__(self, spec: Spec, password: str | None):
             self.spec, self.password = spec, password
             self._conn: Any = None
-            self.last: int | None = None
+            self.target: int | None = None  # Trigger.AvailableNow (job.mode = BATCH): read up to here
 
         def _cur(self) -> Any:
             if self._conn is None or self._conn.closed:
@@ -185,34 +232,56 @@ def _register(spark: Any) -> None:
             with self._cur() as cur:
                 pgslot.ensure_publication(cur, self.spec.publication, [t.table_id.split(".", 1)[1] for t in self.spec.tables])
                 start = pgslot.ensure_slot(cur, self.spec.slot)
-            self.last = start
+            if self.spec.snapshot:
+                return {"lsn": start, "snapshot": pgsnap.initial_state(self.spec.tables)}
             return {"lsn": start}
 
-        def latestOffset(self) -> dict:
+        def prepareForTriggerAvailableNow(self) -> None:
+            with self._cur() as cur:
+                self.target = pgslot.epoch_end(cur, timeout_s=60.0)
+
+        def latestOffset(self, start: dict, limit: Any) -> dict:
+            """The next epoch: the log up to the WAL position now (or the AvailableNow target) and, while the
+            snapshot runs, its next chunks (``snapshot.chunks.per.epoch``; the source admits the snapshot
+            itself, whatever ``limit`` Spark passes)."""
             with self._cur() as cur:
                 end = pgslot.epoch_end(cur)
-            if end is not None:
-                self.last = end if self.last is None else max(self.last, end)
-            if self.last is None:
-                return self.initialOffset()
-            return {"lsn": self.last}
+                if end is None:
+                    end = int(start["lsn"])
+                if self.target is not None:
+                    end = min(end, self.target)
+                end = max(end, int(start["lsn"]))
+                progress = start.get("snapshot")
+                if not progress:
+                    return {"lsn": end} if end != int(start["lsn"]) else start
+                state, chunks = pgsnap.next_chunks(cur, self.spec.tables, progress, self.spec.split_size,
+                                                   self.spec.chunks_per_epoch)
+            out: dict = {"lsn": end, "chunks": chunks}
+            if state:
+                out["snapshot"] = state
+            return out
 
         def partitions(self, start: dict, end: dict) -> list:
-            return [Range(int(start["lsn"]), int(end["lsn"]))]
+            after, upto = int(start["lsn"]), int(end["lsn"])
+            parts: list = [Range(after, upto, start.get("snapshot"))]
+            parts += [Chunk(t, lo, hi, upto, after) for t, lo, hi in end.get("chunks", ())]
+            return parts
 
-        def read(self, part: Range) -> Iterator[tuple]:
+        def read(self, part: Any) -> Iterator[Any]:
+            if isinstance(part, Chunk):
+                yield from pgsnap.read_chunk(self.spec, self.password, _open, _Rows(self.spec), part.table, part.lo,
+                                             part.hi, part.at, part.log_after)
+                return
             if part.upto <= part.after:
                 return
             conn = _open(self.spec, self.password, autocommit=False)
             try:
-                shaper = _Rows(self.spec)
-                with conn.cursor(name="streaming_engine_peek") as cur:  # server-side: the epoch streams
-                    cur.itersize = 2000
-                    for tx in pgslot.transactions(cur, self.spec.slot, self.spec.publication, part.after, part.upto,
-                                                  shaper.relations):
-                        for lsn, message in zip(tx.lsns, tx.messages):
-                            if isinstance(message, (Change, Truncate)):
-                                yield from shaper.rows(message, lsn)
+                shaper = _Rows(self.spec, part.progress)
+                for tx in pgslot.peek(conn, self.spec.slot, self.spec.publication, part.after, part.upto,
+                                      shaper.relations, named=True):  # server-side: the epoch streams
+                    for lsn, message in zip(tx.lsns, tx.messages):
+                        if isinstance(message, (Change, Truncate)):
+                            yield from shaper.rows(message, lsn)
                 conn.rollback()
             finally:
                 conn.close()
@@ -250,11 +319,15 @@ def text_struct(dataset: Dataset) -> Any:
 
 def read_stream(spec: Spec, password: str | None, ctx: Any) -> Any:
     """The streaming DataFrame in the envelope: the data source's text columns cast to the tables' types."""
+    from dataclasses import replace
+
     from pyspark.sql import functions as F
     from pyspark.sql.types import BinaryType
 
     register(ctx.spark)
-    df = (ctx.spark.readStream.format(FORMAT).schema(text_struct(spec.dataset))
+    struct = text_struct(spec.dataset)
+    spec = replace(spec, struct_json=struct.json())
+    df = (ctx.spark.readStream.format(FORMAT).schema(struct)
           .option("spec", encode(spec)).option("password", password or "").load())
     typed = envelope.envelope_struct(spec.dataset)
     columns = [F.col(f.name) for f in typed.fields[:3]]

@@ -184,6 +184,44 @@ def transactions(
             body.append((lsn, message))
 
 
+def peek(conn: Any, slot: str, publication: str, after: int, upto: int, relations: dict[int, Relation] | None = None,
+         named: bool = False, timeout_s: float = 300.0) -> Iterator[Transaction]:
+    """:func:`transactions` over a cursor of ``conn`` (``named``: server-side, the rows stream), waiting while
+    another session uses the slot: a slot serves one session at a time, and a job's epoch peeks it from
+    several tasks (the log and each snapshot chunk). Each peek holds the slot only while it decodes."""
+    import time
+
+    import psycopg2.errors
+
+    deadline = time.monotonic() + timeout_s
+    attempt = 0
+    while True:
+        cur = conn.cursor(name="streaming_engine_peek") if named else conn.cursor()
+        if named:
+            cur.itersize = 2000
+        found = transactions(cur, slot, publication, after, upto, relations)
+        try:
+            first = next(found, None)
+        except psycopg2.errors.ObjectInUse:
+            cur.close()
+            if not conn.autocommit:
+                conn.rollback()
+            attempt += 1
+            if time.monotonic() > deadline:
+                raise RuntimeFailure("RUNTIME.FAILED", {"detail": (
+                    f"replication slot {slot!r} stayed in use by another session for {timeout_s:.0f} s; is another "
+                    "job (or a second run of this one) reading it?")}) from None
+            time.sleep(min(0.2, 0.01 * attempt))
+            continue
+        try:
+            if first is not None:
+                yield first
+                yield from found
+        finally:
+            cur.close()
+        return
+
+
 def advance(cur: Any, slot: str, lsn: int) -> None:
     """Confirm everything up to ``lsn`` (an epoch end): the server may recycle the WAL before it. Never moves back."""
     cur.execute("SELECT confirmed_flush_lsn >= %s::pg_lsn FROM pg_replication_slots WHERE slot_name = %s",
@@ -192,4 +230,14 @@ def advance(cur: Any, slot: str, lsn: int) -> None:
     if row is None:
         raise RuntimeFailure("RUNTIME.FAILED", {"detail": f"replication slot {slot!r} is gone; the job cannot confirm its changes"})
     if not row[0]:
-        cur.execute("SELECT pg_replication_slot_advance(%s, %s::pg_lsn)", (slot, lsn_text(lsn)))
+        import time
+
+        import psycopg2.errors
+
+        for attempt in range(3000):  # the slot serves one session at a time: a task may be peeking it
+            try:
+                cur.execute("SELECT pg_replication_slot_advance(%s, %s::pg_lsn)", (slot, lsn_text(lsn)))
+                return
+            except psycopg2.errors.ObjectInUse:
+                time.sleep(0.1)
+        raise RuntimeFailure("RUNTIME.FAILED", {"detail": f"replication slot {slot!r} stayed in use; cannot confirm"})

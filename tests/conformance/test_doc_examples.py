@@ -174,6 +174,33 @@ def kafka_for_examples(tmp_path_factory):
         yield broker
 
 
+@pytest.fixture(scope="module")
+def postgres_for_examples(tmp_path_factory):
+    from tests.components.postgres import PostgresServer
+
+    with PostgresServer(tmp_path_factory.mktemp("postgres")) as server:
+        yield server
+
+
+def _pg_setup(server, spec: dict) -> None:
+    """``postgres: {database, sql}``: the page's database, created (again) with the case's tables."""
+    import psycopg2
+
+    admin = psycopg2.connect(server.dsn)
+    admin.autocommit = True
+    with admin.cursor() as cur:
+        db = spec["database"]
+        cur.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = %s", (db,))
+        cur.execute(f'DROP DATABASE IF EXISTS "{db}"')
+        cur.execute(f'CREATE DATABASE "{db}"')
+    admin.close()
+    conn = psycopg2.connect(host=server.host, port=server.port, user="postgres", dbname=db)
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute(spec["sql"])
+    conn.close()
+
+
 def _produce(broker, topics: dict[str, list[str]]) -> None:
     from confluent_kafka import Producer
 
@@ -252,6 +279,10 @@ def test_a_documented_example(case, run_job_text, spark, tmp_path, request):
         variables["kafka"] = broker.bootstrap
         _produce(broker, (case.get("kafka") or {}).get("produce") or {})
         _commit_group(broker, (case.get("kafka") or {}).get("group") or {})
+    if "postgres" in case:  # a CDC example's database, on a real PostgreSQL: ${pg} is its host:port
+        server = request.getfixturevalue("postgres_for_examples")
+        variables["pg"] = f"{server.host}:{server.port}"
+        _pg_setup(server, case["postgres"])
     if "same_as" in expect:  # the page's "final submitted configuration": the same plan
         from streaming_engine.plan.render import to_dict
 

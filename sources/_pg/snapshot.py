@@ -1,0 +1,376 @@
+"""The initial snapshot of a Postgres-CDC job: tables read in primary-key chunks, lock-free, while changes go on.
+
+Incremental, as DBLog (Flink CDC, SeaTunnel) reads a table: in key chunks,
+without a lock, interleaved with the change stream, and resumable chunk by
+chunk. The engine's form fits its epochs: epoch ``k`` reads the log range
+``(L[k-1], L[k]]`` AND a few chunks, each chunk giving its rows **as they were
+at ``L[k]``**, the epoch's end. Then every key has one history: its chunk's
+row at ``L[k]``, then every change after ``L[k]`` (the log of an epoch keeps a
+change only for keys whose chunk was read in an EARLIER epoch; the others'
+changes are in their chunk's row). A replayed epoch reads its chunks again and
+gets the same rows: the state at ``L[k]`` does not depend on when it is read.
+
+How a chunk gets its rows at ``L[k]`` (:func:`read_chunk`, on an executor):
+
+1. a REPEATABLE READ transaction takes its snapshot ``S`` (no lock beyond a
+   plain SELECT's); ``H`` = the WAL position after it (:func:`slot.epoch_end`),
+   so every transaction ``S`` sees committed before ``H``;
+2. the slot is peeked (it never moves) for ``(L[k-1], H]``: every transaction
+   that committed by ``L[k]`` must be visible to ``S`` (one still finishing its
+   commit is waited for: the chunk is read again), and for each key of the
+   chunk changed after ``L[k]`` its FIRST change there tells its row at
+   ``L[k]``: the change's old row (REPLICA IDENTITY FULL sends it whole) for
+   an UPDATE or DELETE of that key, none for an INSERT (or an UPDATE that gave
+   a row this key);
+3. the chunk's rows under ``S`` stream out with ``COPY ... TO STDOUT`` (CSV,
+   parsed by Arrow), except those of changed keys, whose rows at ``L[k]`` come
+   from step 2. Memory: Arrow blocks of the stream and the changed keys of the
+   chunk, whatever the chunk's size.
+
+Chunks: a table whose key columns are all integers is cut at every
+``snapshot.split.size``-th key (:func:`next_chunks`, on the driver: an index
+scan of that many keys per chunk; the last chunk is open above, so rows added
+meanwhile are in it); another table is one chunk. An epoch takes up to
+``snapshot.chunks.per.epoch`` chunks, each a Spark partition. Progress is in
+the offsets: ``{"lsn": L, "snapshot": {table: {"after": key} | {"done": true}},
+"chunks": [[table, lo, hi], ...]}``; a restart reads the last planned epoch's
+chunks again and goes on after them.
+
+A TRUNCATE of a table while one of its chunks is read: the rows it removed
+are not in that chunk (the truncate reaches the targets in the next epoch).
+"""
+
+from __future__ import annotations
+
+import io
+import queue
+import threading
+import time
+from typing import Any, Iterator
+
+from sources._pg import slot as pgslot
+from sources._pg.pgoutput import UNCHANGED_TOAST, Change, lsn_text
+from streaming_engine.errors import RuntimeFailure
+from streaming_engine.schema import TableSchema
+
+INT_TYPES = frozenset({"int", "bigint", "smallint", "tinyint"})
+
+
+def chunkable(table: TableSchema) -> bool:
+    """Whether ``table`` is cut into key chunks (every key column an integer), else read as one chunk."""
+    types = {c.name: c.type for c in table.columns}
+    return bool(table.primary_key) and all(types.get(k) in INT_TYPES for k in table.primary_key)
+
+
+def ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def relation(table_id: str) -> str:
+    """``db.schema.table`` -> the quoted ``schema.table``."""
+    _, schema, table = table_id.split(".", 2)
+    return f"{ident(schema)}.{ident(table)}"
+
+
+def _key_sql(table: TableSchema) -> str:
+    return "(" + ", ".join(ident(k) for k in table.primary_key) + ")"
+
+
+def _range_sql(table: TableSchema, lo: list | None, hi: list | None) -> tuple[str, list]:
+    """``WHERE`` text and parameters of the chunk ``(lo, hi]`` (None: open)."""
+    key, where, params = _key_sql(table), [], []
+    if lo is not None:
+        where.append(f"{key} > ({', '.join(['%s'] * len(lo))})")
+        params += lo
+    if hi is not None:
+        where.append(f"{key} <= ({', '.join(['%s'] * len(hi))})")
+        params += hi
+    return (" WHERE " + " AND ".join(where)) if where else "", params
+
+
+def initial_state(tables: tuple[TableSchema, ...]) -> dict:
+    return {t.table_id: {"after": None} for t in tables}
+
+
+def next_chunks(cur: Any, tables: tuple[TableSchema, ...], state: dict, split: int, budget: int) -> tuple[dict, list]:
+    """The next ``budget`` chunks after ``state`` and the state after them; ``{}`` once every table is done."""
+    state = {k: dict(v) for k, v in state.items()}
+    chunks: list = []
+    for table in tables:
+        tid = table.table_id
+        progress = state.get(tid)
+        if progress is None or progress.get("done"):
+            continue
+        lo = progress.get("after")
+        while budget > 0:
+            hi = _bound(cur, table, lo, split) if chunkable(table) else None
+            chunks.append([tid, lo, hi])
+            budget -= 1
+            if hi is None:
+                state[tid] = {"done": True}
+                break
+            lo = state[tid]["after"] = hi
+        if budget == 0:
+            break
+    if all(p.get("done") for p in state.values()):
+        return {}, chunks
+    return state, chunks
+
+
+def _bound(cur: Any, table: TableSchema, lo: list | None, split: int) -> list | None:
+    """The ``split``-th key after ``lo`` (None: fewer keys are left, the chunk is the last)."""
+    where, params = _range_sql(table, lo, None)
+    keys = ", ".join(ident(k) for k in table.primary_key)
+    cur.execute(f"SELECT {keys} FROM {relation(table.table_id)}{where} ORDER BY {keys} OFFSET %s LIMIT 1",
+                [*params, split - 1])
+    row = cur.fetchone()
+    return None if row is None else [int(v) for v in row]
+
+
+class Progress:
+    """Which keys' changes the log part of an epoch keeps: those whose chunk an earlier epoch read."""
+
+    def __init__(self, tables: dict[str, TableSchema], state: dict | None) -> None:
+        self.state = state or {}
+        self.keys = {tid: tuple(t.primary_key) for tid, t in tables.items()}
+
+    def read(self, table_id: str, row: dict | None) -> bool:
+        progress = self.state.get(table_id)
+        if progress is None or progress.get("done"):
+            return True
+        after = progress.get("after")
+        if after is None or row is None:
+            return False
+        return key_of(row, self.keys[table_id]) <= tuple(after)
+
+
+def key_of(row: dict, key: tuple[str, ...]) -> tuple:
+    return tuple(int(row[k]) for k in key)
+
+
+# -- the chunk, on an executor ------------------------------------------------
+
+
+def _visible(xid: int, xmin: int, xmax: int, xip: set[int]) -> bool:
+    """Whether a transaction id (32 bits, from the log) is committed-visible to a snapshot (xid8 values)."""
+    def before(a: int, b: int) -> bool:  # a precedes b, modulo 2^32 as PostgreSQL compares xids
+        return ((a - b) & 0xFFFFFFFF) >= 0x80000000
+    xmin32, xmax32 = xmin & 0xFFFFFFFF, xmax & 0xFFFFFFFF
+    if before(xid, xmin32):
+        return True
+    return before(xid, xmax32) and xid not in {x & 0xFFFFFFFF for x in xip}
+
+
+def _snapshot(cur: Any) -> tuple[int, int, set[int]]:
+    cur.execute("SELECT pg_current_snapshot()::text")
+    xmin, xmax, xip = cur.fetchone()[0].split(":")
+    return int(xmin), int(xmax), {int(x) for x in xip.split(",") if x}
+
+
+class _Changed:
+    """The chunk's keys changed after ``at``, each with its row at ``at`` (None: the key had no row)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[tuple, dict | None] = {}
+
+    def first(self, key: tuple, row: dict | None) -> None:
+        self.rows.setdefault(key, row)
+
+
+def _changes_after(spec: Any, log: Any, table: TableSchema, lo: list | None, hi: list | None, at: int,
+                   log_after: int, high: int, snap: tuple[int, int, set[int]]) -> _Changed | None:
+    """Changed keys of the chunk in ``(at, high]``; None when a transaction committed by ``at`` is not
+    visible to the chunk's snapshot yet (it is finishing its commit: read the chunk again)."""
+    relations: dict = {}
+    changed = _Changed()
+    keys = tuple(table.primary_key)
+    texts = tuple(keys) if chunkable(table) else None
+    low, top = (tuple(lo) if lo is not None else None), (tuple(hi) if hi is not None else None)
+
+    def inside(row: dict | None) -> tuple | None:
+        if row is None:
+            return None
+        k = tuple(row[c] for c in keys)
+        if texts is not None:
+            n = tuple(int(v) for v in k)
+            if (low is not None and n <= low) or (top is not None and n > top):
+                return None
+        return k
+
+    for tx in pgslot.peek(log, spec.slot, spec.publication, log_after, high, relations):
+        if tx.commit.end_lsn <= at:
+            if not _visible(tx.begin.xid, *snap):
+                return None
+            continue
+        for message in tx.messages:
+            if not isinstance(message, Change):
+                continue
+            rel = relations.get(message.relation_oid)
+            if rel is None or f"{spec.connection.database}.{rel.namespace}.{rel.name}" != table.table_id:
+                continue
+            names = [c.name for c in rel.columns]
+            old = dict(zip(names, message.old)) if message.old is not None else None
+            new = dict(zip(names, message.new)) if message.new is not None else None
+            if message.kind in ("U", "D") and message.old_kind != "O":
+                raise RuntimeFailure("RUNTIME.FAILED", {"detail": (
+                    f"table {table.table_id}: a change at {lsn_text(tx.commit.end_lsn)} came without the whole "
+                    "old row (REPLICA IDENTITY is no longer FULL); the snapshot needs it: run ALTER TABLE ... "
+                    "REPLICA IDENTITY FULL and restart the job")})
+            if old is not None and any(v is UNCHANGED_TOAST for v in old.values()):
+                raise RuntimeFailure("RUNTIME.FAILED", {"detail": (
+                    f"table {table.table_id}: an old row at {lsn_text(tx.commit.end_lsn)} lacks a TOASTed value")})
+            k_old, k_new = inside(old), inside(new)
+            if k_old is not None:
+                changed.first(k_old, old)
+            if k_new is not None and k_new != k_old:
+                changed.first(k_new, None)
+    return changed
+
+
+class _Pipe(io.RawIOBase):
+    """COPY's output (written by psycopg2 in a thread) as a file Arrow's CSV reader reads; bounded."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queue: queue.Queue = queue.Queue(maxsize=8)
+        self.buffer = bytearray()
+        self.rest = memoryview(b"")
+        self.done = False
+        self.stopped = False
+        self.error: BaseException | None = None
+
+    # the writer's side (psycopg2's copy_expert)
+    def write(self, data: Any) -> int:  # type: ignore[override]
+        self.buffer += data
+        if len(self.buffer) >= 1 << 20:
+            self._put(bytes(self.buffer))
+            self.buffer.clear()
+        return len(data)
+
+    def _put(self, item: Any) -> None:
+        while not self.stopped:
+            try:
+                self.queue.put(item, timeout=0.5)
+                return
+            except queue.Full:
+                continue
+        raise InterruptedError("the chunk's reader stopped")
+
+    def finish(self, error: BaseException | None) -> None:
+        self.error = error
+        try:
+            if error is None and self.buffer:
+                self._put(bytes(self.buffer))
+            self._put(None)
+        except InterruptedError:
+            pass
+
+    # the reader's side (Arrow)
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        while not len(self.rest):
+            if self.done:
+                return 0
+            item = self.queue.get()
+            if item is None:
+                self.done = True
+                if self.error is not None:
+                    raise self.error
+                return 0
+            self.rest = memoryview(item)
+        n = min(len(b), len(self.rest))
+        b[:n] = self.rest[:n]
+        self.rest = self.rest[n:]
+        return n
+
+
+def _copy_batches(conn: Any, sql: str, params: list, width: int) -> Iterator[Any]:
+    """The rows of ``sql`` (all columns as text) as Arrow record batches, streamed."""
+    import pyarrow as pa
+    from pyarrow import csv
+
+    with conn.cursor() as cur:
+        statement = cur.mogrify(sql, params).decode()
+    pipe = _Pipe()
+
+    def run() -> None:
+        error = None
+        try:
+            with conn.cursor() as cur:
+                cur.copy_expert(f"COPY ({statement}) TO STDOUT WITH (FORMAT csv)", pipe)
+        except BaseException as e:  # noqa: BLE001 - handed to the reader
+            error = e
+        pipe.finish(error)
+
+    names = [f"c{i}" for i in range(width)]
+    thread = threading.Thread(target=run, name="pg-snapshot-copy", daemon=True)
+    thread.start()
+    try:
+        reader = csv.open_csv(
+            io.BufferedReader(pipe, buffer_size=1 << 20),
+            read_options=csv.ReadOptions(column_names=names, block_size=4 << 20),
+            parse_options=csv.ParseOptions(newlines_in_values=True),
+            convert_options=csv.ConvertOptions(column_types={n: pa.string() for n in names}, null_values=[""],
+                                               strings_can_be_null=True, quoted_strings_can_be_null=False),
+        )
+        for batch in reader:
+            yield batch
+    finally:
+        pipe.stopped = True
+        if thread.is_alive():
+            conn.cancel()
+        thread.join(timeout=30)
+
+
+def read_chunk(spec: Any, password: str | None, open_conn: Any, shape: Any, table_id: str, lo: list | None,
+               hi: list | None, at: int, log_after: int) -> Iterator[Any]:
+    """The chunk ``(lo, hi]`` of ``table_id`` as it was at ``at`` (an epoch end), in Arrow batches of ``shape``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    table = next(t for t in spec.tables if t.table_id == table_id)
+    names = [c.name for c in table.columns]
+    for attempt in range(600):
+        data = open_conn(spec, password)
+        log = open_conn(spec, password)
+        try:
+            data.autocommit = False
+            data.set_session(isolation_level="REPEATABLE READ", readonly=True)
+            with data.cursor() as cur:
+                snap = _snapshot(cur)  # the transaction's snapshot is taken here
+            with log.cursor() as cur:
+                high = pgslot.epoch_end(cur, timeout_s=60.0)
+                if high is None:
+                    raise RuntimeFailure("RUNTIME.FAILED", {"detail": "the server did not flush its WAL in 60 s"})
+                cur.execute("SELECT count(*) FROM unnest(%s::text[]) x WHERE pg_xact_status(x::xid8) = 'committed'",
+                            ([str(x) for x in snap[2]],))
+                finishing = cur.fetchone()[0] > 0  # committed, not yet visible: wait for it
+            changed = None if finishing else _changes_after(spec, log, table, lo, hi, at, log_after, high, snap)
+            if changed is None:
+                data.rollback()
+                time.sleep(min(0.5, 0.02 * (attempt + 1)))
+                continue
+            where, params = _range_sql(table, lo, hi)
+            columns = ", ".join(ident(n) for n in names)
+            skip = None
+            if changed.rows:
+                skip = pa.array(["\x00".join(k) for k in changed.rows], pa.string())
+            for batch in _copy_batches(data, f"SELECT {columns} FROM {relation(table_id)}{where}", params, len(names)):
+                if skip is not None:
+                    keys = [batch.column(names.index(k)) for k in table.primary_key]
+                    joined = keys[0] if len(keys) == 1 else pc.binary_join_element_wise(*keys, "\x00")
+                    batch = batch.filter(pc.invert(pc.is_in(joined, value_set=skip)))
+                if batch.num_rows:
+                    yield shape.chunk_batch(table, [batch.column(i) for i in range(len(names))], at)
+            before = [row for row in changed.rows.values() if row is not None]
+            if before:
+                yield shape.chunk_batch(table, [pa.array([r.get(n) for r in before], pa.string()) for n in names], at)
+            data.rollback()
+            return
+        finally:
+            data.close()
+            log.close()
+    raise RuntimeFailure("RUNTIME.FAILED", {"detail": (
+        f"table {table_id}: the snapshot of a chunk never saw every transaction committed by {lsn_text(at)}")})

@@ -1,0 +1,208 @@
+"""Postgres-CDC's initial snapshot (startup.mode = initial) against a real PostgreSQL 15, while writes go on.
+
+Three tables: one cut into integer-key chunks, one with a two-column integer
+key, one with a text key (read as one chunk). A writer changes them the whole
+time (updates, deletes, inserts inside and above the key range, key changes,
+TOASTed values left unchanged, several changes in one transaction). The first
+run stops after two epochs, in the middle of the snapshot; the writer goes on
+while it is stopped; the second run finishes the snapshot and streams until
+the slot has passed the writer's last commit. Then:
+
+- the upsert targets equal PostgreSQL's tables;
+- the change logs (row kinds kept by RowKindExtractor) telescope to them: per
+  table, the rows added (+I, +U) minus the rows removed (-U, -D), as multisets
+  of whole rows, are exactly PostgreSQL's rows. A chunk read twice, a change
+  kept beside the chunk that already holds it, or a change lost breaks that.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections import Counter
+
+import psycopg2
+import pytest
+
+from tests.components.fixtures import postgres_db_module  # noqa: F401
+
+SLOT = "pgsnap_test"
+BIG = "t" * 20000  # TOASTed (EXTERNAL storage)
+
+TABLES = """
+CREATE SCHEMA snap;
+CREATE TABLE snap.big (id bigint PRIMARY KEY, v text, n int, doc text);
+ALTER TABLE snap.big ALTER COLUMN doc SET STORAGE EXTERNAL;
+CREATE TABLE snap.pair (a int, b int, v text, PRIMARY KEY (a, b));
+CREATE TABLE snap.named (code text PRIMARY KEY, v int);
+ALTER TABLE snap.big REPLICA IDENTITY FULL;
+ALTER TABLE snap.pair REPLICA IDENTITY FULL;
+ALTER TABLE snap.named REPLICA IDENTITY FULL;
+INSERT INTO snap.big SELECT i, 'v' || i, i % 97, CASE WHEN i % 500 = 0 THEN repeat('t', 20000) ELSE 'd' || i END
+  FROM generate_series(1, 6000) i;
+INSERT INTO snap.pair SELECT i / 10, i % 10, 'p' || i FROM generate_series(0, 999) i;
+INSERT INTO snap.named SELECT 'k' || i, i FROM generate_series(1, 300) i;
+"""
+
+JOB = """
+env {{ job.name = pgsnap, job.mode = STREAMING, checkpoint.interval = 200 }}
+source {{
+  Postgres-CDC {{
+    plugin_output = pg
+    base-url = "jdbc:postgresql://{host}:{port}/postgres"
+    username = postgres
+    table-names = ["postgres.snap.big", "postgres.snap.pair", "postgres.snap.named"]
+    slot.name = {slot}
+    snapshot.split.size = 500
+    snapshot.chunks.per.epoch = 3
+  }}
+}}
+transform {{ RowKindExtractor {{ plugin_input = pg, plugin_output = kinds }} }}
+sink {{
+  Delta {{ plugin_input = pg, path = "${{work}}/state/${{table_name}}", save_mode = upsert }}
+  Delta {{ plugin_input = kinds, path = "${{work}}/log/${{table_name}}" }}
+}}
+"""
+
+COLUMNS = {"big": ["id", "v", "n", "doc"], "pair": ["a", "b", "v"], "named": ["code", "v"]}
+
+
+def _connect(pg):
+    conn = psycopg2.connect(pg.dsn)
+    conn.autocommit = True
+    return conn
+
+
+def _write(cur, rng: random.Random, step: int) -> None:
+    """One round of changes all over the tables."""
+    i = rng.randint(1, 7000)
+    cur.execute("UPDATE snap.big SET n = n + 1, v = %s WHERE id = %s", (f"u{step}", i))  # doc (TOAST) unchanged
+    cur.execute("DELETE FROM snap.big WHERE id = %s", (rng.randint(1, 7000),))
+    cur.execute("INSERT INTO snap.big VALUES (%s, %s, 0, 'new') ON CONFLICT (id) DO NOTHING", (rng.randint(1, 7000), f"i{step}"))
+    cur.execute("INSERT INTO snap.big VALUES (%s, 'top', 1, %s)", (100_000 + step, BIG if step % 7 == 0 else "s"))
+    if step % 5 == 0:  # a key change, down into a chunk that may or may not have been read
+        to = rng.randint(1, 7000)
+        cur.execute("UPDATE snap.big SET id = %s WHERE id = %s AND NOT EXISTS (SELECT 1 FROM snap.big WHERE id = %s)",
+                    (to, rng.randint(1, 7000), to))
+    with cur.connection:
+        cur.execute("UPDATE snap.pair SET v = %s WHERE a = %s", (f"w{step}", rng.randint(0, 99)))
+        cur.execute("UPDATE snap.named SET v = v + 1 WHERE code = %s", (f"k{rng.randint(1, 300)}",))
+        cur.execute("INSERT INTO snap.named VALUES (%s, %s) ON CONFLICT (code) DO UPDATE SET v = -1", (f"z{step % 40}", step))
+    if step % 3 == 0:
+        cur.execute("DELETE FROM snap.pair WHERE a = %s AND b = %s", (rng.randint(0, 99), rng.randint(0, 9)))
+        cur.execute("INSERT INTO snap.pair VALUES (%s, %s, 'n') ON CONFLICT DO NOTHING", (rng.randint(0, 120), rng.randint(0, 9)))
+
+
+def _writer(pg, stop: threading.Event, seed: int, state: dict) -> threading.Thread:
+    def run() -> None:
+        conn = _connect(pg)
+        cur = conn.cursor()
+        rng = random.Random(seed)
+        step = state.get("step", 0)
+        try:
+            while not stop.is_set():
+                step += 1
+                _write(cur, rng, step)
+                time.sleep(0.01)
+        finally:
+            state["step"] = step
+            conn.close()
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+def _slot_past(cur, lsn: str) -> bool:
+    cur.execute("SELECT confirmed_flush_lsn >= %s::pg_lsn FROM pg_replication_slots WHERE slot_name = %s", (lsn, SLOT))
+    row = cur.fetchone()
+    return bool(row and row[0])
+
+
+def _last_offset(work) -> dict:
+    """The source's end offset of the last COMMITTED epoch (an offset file is written before its epoch runs)."""
+    commits = sorted((p for p in work.rglob("commits/*") if p.name.isdigit()), key=lambda p: int(p.name))
+    offset = commits[-1].parent.parent / "offsets" / commits[-1].name
+    return json.loads(offset.read_text().splitlines()[-1])
+
+
+def _snapshot_done(work) -> bool:
+    try:
+        return "snapshot" not in _last_offset(work)
+    except (IndexError, ValueError, OSError):
+        return False
+
+
+@pytest.mark.timeout(900)
+def test_the_snapshot_reads_every_row_once_while_writes_go_on_and_resumes_after_a_stop(
+        spark, run_job_text, postgres_db_module, tmp_path):
+    pg = postgres_db_module
+    conn = _connect(pg)
+    cur = conn.cursor()
+    cur.execute(TABLES)
+    job = JOB.format(host=pg.host, port=pg.port, slot=SLOT)
+    progress: dict = {}
+    try:
+        # run 1: two epochs of the snapshot while the writer changes the tables
+        stop = threading.Event()
+        w = _writer(pg, stop, 1, progress)
+        first = run_job_text(job, stop_after_epochs=2, timeout_s=300)
+        assert first.result.status in ("FINISHED", "CANCELED"), first.result.error
+        left = _last_offset(first.work)
+        assert left.get("snapshot"), f"the first run was meant to stop inside the snapshot: {left}"
+        time.sleep(1.0)  # changes while the job is stopped
+        stop.set()
+        w.join()
+
+        # run 2: the rest of the snapshot, then the stream, while the writer goes on for a while
+        stop2 = threading.Event()
+        w2 = _writer(pg, stop2, 2, progress)
+        done: dict = {}
+
+        def finisher() -> None:
+            c = _connect(pg).cursor()
+            time.sleep(6.0)
+            stop2.set()
+            w2.join()
+            c.execute("SELECT pg_current_wal_insert_lsn()::text")
+            last = c.fetchone()[0]
+            deadline = time.monotonic() + 240
+            while time.monotonic() < deadline and not (_slot_past(c, last) and _snapshot_done(tmp_path)):
+                time.sleep(0.3)
+            done["advanced"] = _slot_past(c, last)
+            stopper.set()
+
+        stopper = threading.Event()
+        f = threading.Thread(target=finisher, daemon=True)
+        f.start()
+        second = run_job_text(job, stop=stopper, timeout_s=400)
+        f.join()
+        assert second.result.status in ("FINISHED", "CANCELED"), second.result.error
+        assert done.get("advanced"), "the slot never passed the writer's last commit"
+        assert "snapshot" not in _last_offset(second.work), "the snapshot did not finish"
+        assert progress["step"] > 50, progress
+
+        for table, columns in COLUMNS.items():
+            key = ", ".join(columns[:2] if table == "pair" else columns[:1])
+            cur.execute(f"SELECT {', '.join(columns)} FROM snap.{table} ORDER BY {key}")
+            want = [tuple(r) for r in cur.fetchall()]
+            assert len(want) > 100
+            state = spark.read.format("delta").load(str(second.work / "state" / table))
+            got = sorted(tuple(r) for r in state.select(*columns).collect())
+            assert got == sorted(want), f"{table}: the upsert target differs from PostgreSQL"
+            log = spark.read.format("delta").load(str(second.work / "log" / table)).select("row_kind", *columns)
+            added, removed = Counter(), Counter()
+            for r in log.collect():
+                (added if r[0] in ("+I", "+U") else removed)[tuple(r[1:])] += 1
+            net = added.copy()
+            net.subtract(removed)
+            assert +net == Counter(want) and not -net, (
+                f"{table}: the change log does not telescope to the table: extra {list((+net - Counter(want)).items())[:3]}, "
+                f"missing {list((Counter(want) - +net).items())[:3]}, removed more than added {list((-net).items())[:3]}")
+    finally:
+        cur.execute("SELECT pg_drop_replication_slot(%s) FROM pg_replication_slots WHERE slot_name = %s", (SLOT, SLOT))
+        cur.execute(f"DROP PUBLICATION IF EXISTS {SLOT}")
+        cur.execute("DROP SCHEMA snap CASCADE")
+        conn.close()
