@@ -1,19 +1,25 @@
-"""Exactly once from a PostgreSQL slot under crashes: the Postgres-CDC source -> Delta, the driver
-SIGKILLed at named points and at a random moment while a writer keeps changing three tables.
+"""Exactly once from PostgreSQL under crashes: the Postgres-CDC source (its snapshot, then the slot)
+-> Delta, the driver SIGKILLed at named points and at a random moment while a writer keeps changing
+three tables.
 
-The job (STREAMING, 200 ms trigger) reads the tables from the job's slot and writes an upsert
-target per table and a change log (row kinds kept by RowKindExtractor, UPDATE_BEFORE dropped).
-Every change the writer makes gives ``n`` a value no other change has, so each change is one
-unique (id, n, kind) row in the log. The kills (``TARGETED``): between the two sinks' commits, after the ledger (the epoch committed, the
-slot not yet advanced: the next run must read the epoch again and apply nothing of it twice), a
-later epoch's start (the slot advanced or not), then one at random; with ``STREAMING_ENGINE_SOAK``
-also an epoch's start and before the ledger. The last run stops gracefully once the slot is past the writer's
-final commit. Then: each upsert target equals its table, and the change log holds every change
-the writer made exactly once, and no epoch is in a target twice.
+The tables start with rows; the job (STREAMING, 200 ms trigger, ``startup.mode = initial``) reads
+them in small chunks, a few per epoch (about ten epochs of snapshot), then streams the slot, and
+writes an upsert target per table and a change log (row kinds kept by RowKindExtractor). Every
+change the writer makes gives ``n`` a value no other change has. The kills (``TARGETED``): two in
+the snapshot (between the two sinks' commits; after the ledger: the epoch committed, the slot not
+yet advanced, so the next run reads the epoch again and must apply nothing of it twice), one at a
+streaming epoch's start, then one at random; ``STREAMING_ENGINE_SOAK`` adds more. After every kill
+the slot's confirmed position is checked against the checkpoint: it never passes the last
+committed epoch. The last run stops gracefully once the slot is past the writer's final commit.
+Then: each upsert target equals its table; the change log telescopes to it (per table, the rows
+added, +I and +U, minus the rows removed, -U and -D, are exactly the table's rows: a chunk or a
+change applied twice, or one lost, breaks it); every change the writer made after the snapshot
+ended is logged exactly once; no epoch is in a target twice.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -39,25 +45,28 @@ env { job.name = pg_crash, job.mode = STREAMING, checkpoint.interval = 200, chec
 source {
   Postgres-CDC {
     plugin_output = pg, base-url = "jdbc:postgresql://@PG@/postgres", username = postgres,
-    table-names = [@TABLES@], startup.mode = latest, slot.name = pg_crash
+    table-names = [@TABLES@], startup.mode = initial, slot.name = pg_crash,
+    snapshot.split.size = 100, snapshot.chunks.per.epoch = 3
   }
 }
 transform {
-  FilterRowKind { plugin_input = pg, plugin_output = kept, exclude_kinds = [UPDATE_BEFORE] }
-  RowKindExtractor { plugin_input = kept, plugin_output = logged, transform_type = SHORT }
+  RowKindExtractor { plugin_input = pg, plugin_output = logged, transform_type = SHORT }
 }
 sink {
   Delta { plugin_input = pg, path = "${work}/state/${table_name}", save_mode = upsert }
   Delta { plugin_input = logged, path = "${work}/log/${table_name}" }
 }
 """
-# (point, epoch, which sink: 0 = the upsert sink, None = any). CI: between the sinks' commits, after the
-# ledger (the epoch committed, the slot not advanced), a later epoch's start (each run costs ~25 s of
-# driver start); STREAMING_ENGINE_SOAK set: also an epoch's start and before the ledger.
-TARGETED = [("sink_table_committed", 3, 0), ("after_ledger", 4, None), ("epoch_start", 6, None)]
+ROWS = 1000  # per table at the start: 10 chunks of 100, 3 chunks an epoch -> the snapshot takes ~10 epochs
+# (point, epoch, which sink: 0 = the upsert sink, None = any). CI: in the snapshot, between the sinks'
+# commits and after the ledger (the epoch committed, the slot not advanced); a streaming epoch's start
+# (each run costs ~25 s of driver start); STREAMING_ENGINE_SOAK set: also an epoch's start and before
+# the ledger, in the snapshot and after it.
+TARGETED = [("sink_table_committed", 3, 0), ("after_ledger", 5, None), ("epoch_start", 14, None)]
 if os.environ.get("STREAMING_ENGINE_SOAK"):
-    TARGETED = [("epoch_start", 3, None), ("sink_table_committed", 4, 0), ("before_ledger", 5, None),
-                ("after_ledger", 6, None), ("epoch_start", 8, None)]
+    TARGETED = [("epoch_start", 2, None), ("sink_table_committed", 3, 0), ("before_ledger", 5, None),
+                ("after_ledger", 7, None), ("epoch_start", 12, None), ("before_ledger", 15, None),
+                ("after_ledger", 17, None)]
 
 
 class Writer(threading.Thread):
@@ -67,8 +76,9 @@ class Writer(threading.Thread):
         super().__init__(daemon=True)
         self.conn = psycopg2.connect(dsn)
         self.conn.autocommit = True
-        self.rng, self.n, self.next_id = random.Random(seed), 0, 0
+        self.rng, self.n, self.next_id = random.Random(seed), ROWS, ROWS
         self.log: list[tuple[str, int, int, str]] = []  # (table, id, n, kind) the change log must hold once
+        self.at: list[int] = []  # per log row, a WAL position before its change committed
         self.halt = threading.Event()
 
     def run(self) -> None:
@@ -78,6 +88,7 @@ class Writer(threading.Thread):
             time.sleep(0.02)
 
     def change(self, cur) -> None:
+        before = self._lsn(cur)  # the change commits after this position
         t = self.rng.choice(TABLES)
         self.n += 1
         cur.execute(f"SELECT id FROM app.{t}")
@@ -101,6 +112,12 @@ class Writer(threading.Thread):
             cur.execute(f"UPDATE app.{t} SET id = %s WHERE id = %s RETURNING n", (self.next_id, key))
             n = cur.fetchone()[0]
             self.log += [(t, key, n, "-D"), (t, self.next_id, n, "+I")]  # a key change: the old key goes
+        self.at += [before] * (len(self.log) - len(self.at))
+
+    @staticmethod
+    def _lsn(cur) -> int:
+        cur.execute("SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn")
+        return int(cur.fetchone()[0])
 
     def finish(self) -> str:
         self.halt.set()
@@ -110,11 +127,44 @@ class Writer(threading.Thread):
         return cur.fetchone()[0]
 
 
+def _in_snapshot(work: Path) -> bool:
+    commits = sorted((p for p in (work / "ck").rglob("commits/*") if p.name.isdigit()), key=lambda p: int(p.name))
+    if not commits:
+        return True
+    return "snapshot" in json.loads((commits[-1].parent.parent / "offsets" / commits[-1].name).read_text().splitlines()[-1])
+
+
+def _snapshot_end(work: Path) -> int:
+    """The end position of the epoch that read the last snapshot chunks."""
+    offsets = sorted((p for p in (work / "ck").rglob("offsets/*") if p.name.isdigit()), key=lambda p: int(p.name))
+    for p in offsets:
+        o = json.loads(p.read_text().splitlines()[-1])
+        if o.get("chunks") and "snapshot" not in o:
+            return int(o["lsn"])
+    raise AssertionError("no epoch finished the snapshot")
+
+
 def _slot_past(dsn: str, lsn: str) -> bool:
     with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
         cur.execute("SELECT confirmed_flush_lsn >= %s::pg_lsn FROM pg_replication_slots WHERE slot_name = 'pg_crash'", (lsn,))
         row = cur.fetchone()
         return bool(row and row[0])
+
+
+def _committed_end(work: Path) -> int | None:
+    """The source's end position (LSN) of the checkpoint's last committed epoch."""
+    commits = sorted((p for p in (work / "ck").rglob("commits/*") if p.name.isdigit()), key=lambda p: int(p.name))
+    if not commits:
+        return None
+    return int(json.loads((commits[-1].parent.parent / "offsets" / commits[-1].name).read_text().splitlines()[-1])["lsn"])
+
+
+def _check_slot(pg, work: Path, when: str) -> None:
+    """The slot never confirms past the last committed epoch (its changes would be lost to a restart)."""
+    row = pg.execute("SELECT confirmed_flush_lsn - '0/0'::pg_lsn FROM pg_replication_slots WHERE slot_name = 'pg_crash'")
+    end = _committed_end(work)
+    if row and end is not None:
+        assert int(row[0][0]) <= end, f"{when}: the slot confirmed {row[0][0]}, the last committed epoch ends at {end}"
 
 
 def _check_no_epoch_twice(work: Path, when: str) -> None:
@@ -132,6 +182,7 @@ def test_sigkill_while_reading_the_slot_loses_and_repeats_nothing(request, tmp_p
     pg.execute("CREATE SCHEMA app")
     for t in TABLES:
         pg.execute(f"CREATE TABLE app.{t} (id int PRIMARY KEY, v text, n bigint); ALTER TABLE app.{t} REPLICA IDENTITY FULL")
+        pg.execute(f"INSERT INTO app.{t} SELECT i, 'old', i FROM generate_series(1, {ROWS}) i")
     names = ", ".join(f'"postgres.app.{t}"' for t in TABLES)
     (tmp_path / "job.conf").write_text(
         JOB.replace("@PG@", f"{pg.host}:{pg.port}").replace("@TABLES@", names).replace("@JVM@", C1_ONLY_OPTS))
@@ -146,7 +197,7 @@ def test_sigkill_while_reading_the_slot_loses_and_repeats_nothing(request, tmp_p
     try:
         for point, epoch, sink in TARGETED:
             run = Run(tmp_path, f"{point}@{epoch}" + (f":{upsert}" if sink == 0 else ""))
-            if not started:  # startup.mode = latest: the changes made after the slot's creation are read
+            if not started:  # the writer starts with the job's slot (the snapshot runs while it writes)
                 deadline = time.monotonic() + 300
                 while not pg.execute("SELECT 1 FROM pg_replication_slots WHERE slot_name = 'pg_crash'"):
                     assert time.monotonic() < deadline and run.proc.poll() is None, run.output()
@@ -156,15 +207,20 @@ def test_sigkill_while_reading_the_slot_loses_and_repeats_nothing(request, tmp_p
             rc = run.wait(timeout=600)
             assert rc == -signal.SIGKILL, f"fault {point}@{epoch} did not kill the driver (rc {rc}):\n{run.output()}"
             kills += 1
-            print(f"killed at {point}@{epoch} after {time.monotonic() - run.started:.0f} s", flush=True)
+            print(f"killed at {point}@{epoch} after {time.monotonic() - run.started:.0f} s "
+                  f"({'in the snapshot' if _in_snapshot(tmp_path) else 'streaming'})", flush=True)
             _check_no_epoch_twice(tmp_path, f"after the kill at {point}@{epoch}")
+            _check_slot(pg, tmp_path, f"after the kill at {point}@{epoch}")
         run = Run(tmp_path)
         assert run.wait_for("EpochCommitted", timeout=300), run.output()
         time.sleep(random.Random(3).uniform(0.5, 3.0))
         if run.kill():
             kills += 1
+            print(f"killed at random after {time.monotonic() - run.started:.0f} s "
+                  f"({'in the snapshot' if _in_snapshot(tmp_path) else 'streaming'})", flush=True)
         run.wait()
         _check_no_epoch_twice(tmp_path, "after the random kill")
+        _check_slot(pg, tmp_path, "after the random kill")
         last = writer.finish()
         run = Run(tmp_path)
         deadline = time.monotonic() + 300
@@ -184,15 +240,22 @@ def test_sigkill_while_reading_the_slot_loses_and_repeats_nothing(request, tmp_p
     for t in TABLES:
         got = sorted(tuple(r) for r in spark.read.format("delta").load(str(tmp_path / "state" / t)).select("id", "v", "n").collect())
         assert got == sorted(pg.execute(f"SELECT id, v, n FROM app.{t}")), t
-    logged = Counter()
+    snapshot_end = _snapshot_end(tmp_path)
     for t in TABLES:
-        for r in spark.read.format("delta").load(str(tmp_path / "log" / t)).select("id", "n", "row_kind").collect():
-            logged[(t, r.id, r.n, r.row_kind)] += 1
-    want = Counter(writer.log)
-    extra, missing = logged - want, want - logged
-    assert not extra and not missing, (
-        f"{sum(extra.values())} rows logged the writer did not make (or twice): {sorted(extra.items())[:5]}; "
-        f"{sum(missing.values())} changes missing, of keys {sorted(Counter((t, i) for t, i, _, _ in missing).items())[:10]}, "
-        f"n {min(n for _, _, n, _ in missing)}..{max(n for _, _, n, _ in missing)}: {sorted(missing, key=lambda m: m[2])[:8]}")
+        rows = spark.read.format("delta").load(str(tmp_path / "log" / t)).select("row_kind", "id", "v", "n").collect()
+        added, removed = Counter(), Counter()
+        for r in rows:
+            (added if r.row_kind in ("+I", "+U") else removed)[(r.id, r.v, r.n)] += 1
+        net = added.copy()
+        net.subtract(removed)
+        want = Counter(tuple(r) for r in pg.execute(f"SELECT id, v, n FROM app.{t}"))
+        assert +net == want and not -net, (
+            f"{t}: the change log does not telescope to the table: extra {sorted((+net - want).items())[:5]}, "
+            f"missing {sorted((want - +net).items())[:5]}, removed more than added {sorted((-net).items())[:5]}")
+        # every change after the snapshot's end: logged exactly once
+        logged = Counter((r.id, r.n, r.row_kind) for r in rows if r.row_kind != "-U")
+        late = Counter((i, n, k) for (tt, i, n, k), at in zip(writer.log, writer.at) if tt == t and at >= snapshot_end)
+        assert late and all(logged[k] == c for k, c in late.items()), (
+            t, sorted((k, c, logged[k]) for k, c in late.items() if logged[k] != c)[:8])
     assert len(writer.log) > 100 and kills == len(TARGETED) + 1
     request.node.user_properties.append(("ran", f"{len(writer.log)} changes, {kills} kills"))
