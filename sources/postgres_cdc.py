@@ -207,6 +207,32 @@ class PostgresCdc(Source):
         return f"Postgres-CDC {o.connection().where()} slot {o.slot} ({len(self.output().tables)} tables, from {o.startup_mode})"
 
     # -- run time ------------------------------------------------------------
+    def gauges(self, spark: Any, sources: list[dict]) -> list[tuple[str, str, float]]:
+        """The slot's backlog (WAL it keeps: current WAL end minus its confirmed position) and, while the
+        snapshot runs, each table's chunks read and estimated, from the epoch's end offset."""
+        import json
+
+        from sources._pg import slot as pgslot
+        from sources._pg import snapshot as pgsnap
+
+        out: list[tuple[str, str, float]] = []
+        for s in sources:
+            end = s.get("endOffset")
+            try:
+                end = json.loads(end) if isinstance(end, str) else end
+            except ValueError:
+                continue
+            if isinstance(end, dict) and "lsn" in end:
+                out += pgsnap.gauges(end.get("snapshot") or end.get("snapshotted") or {})
+        conn = self.__dict__.get("_metrics_conn")
+        if conn is None or conn.closed:
+            conn = self.__dict__["_metrics_conn"] = self.options.connection().connect("streaming-engine metrics")
+        with conn.cursor() as cur:
+            behind = pgslot.lag_bytes(cur, self.options.slot)
+        if behind is not None:
+            out.append(("backlog_bytes", "", behind))
+        return out
+
     def read(self, ctx: Any) -> Any:
         from dataclasses import replace
 

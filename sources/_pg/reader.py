@@ -118,6 +118,7 @@ class _Rows:
         arrays = [pa.array([table.table_id] * n, pa.string()), pa.array([envelope.INSERT] * n, pa.string()),
                   pa.array([at] * n, pa.int64())]
         arrays += [c if c is not None else pa.nulls(n, pa.string()) for c in out]
+        arrays.append(pa.nulls(n, pa.int64()))  # COMMIT_TIME: a snapshot row has none
         return pa.RecordBatch.from_arrays(arrays, schema=self._arrow)
 
     def table_of(self, relation: Relation) -> TableSchema | None:
@@ -257,8 +258,7 @@ def _register(spark: Any) -> None:
                 state, chunks = pgsnap.next_chunks(cur, self.spec.tables, progress, self.spec.split_size,
                                                    self.spec.chunks_per_epoch)
             out: dict = {"lsn": end, "chunks": chunks}
-            if state:
-                out["snapshot"] = state
+            out["snapshotted" if pgsnap.finished(state) else "snapshot"] = state
             return out
 
         def partitions(self, start: dict, end: dict) -> list:
@@ -279,9 +279,11 @@ def _register(spark: Any) -> None:
                 shaper = _Rows(self.spec, part.progress)
                 for tx in pgslot.peek(conn, self.spec.slot, self.spec.publication, part.after, part.upto,
                                       shaper.relations, named=True):  # server-side: the epoch streams
+                    ts = int(tx.commit.commit_time.timestamp() * 1000)  # the time lag's event time
                     for lsn, message in zip(tx.lsns, tx.messages):
                         if isinstance(message, (Change, Truncate)):
-                            yield from shaper.rows(message, lsn)
+                            for row in shaper.rows(message, lsn):
+                                yield (*row, ts)
                 conn.rollback()
             finally:
                 conn.close()
@@ -309,12 +311,17 @@ def _register(spark: Any) -> None:
     spark.dataSource.register(PostgresCdcSource)
 
 
+COMMIT_TIME = "__commit_ms"  # the change's commit time (epoch ms), observed for the time lag, then dropped
+
+
 def text_struct(dataset: Dataset) -> Any:
-    """The envelope with every data column as text (PostgreSQL's output), before the casts."""
-    from pyspark.sql.types import StringType, StructField, StructType
+    """The envelope with every data column as text (PostgreSQL's output), before the casts, and the
+    commit time."""
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
 
     typed = envelope.envelope_struct(dataset)
-    return StructType(typed.fields[:3] + [StructField(f.name, StringType(), True) for f in typed.fields[3:]])
+    return StructType(typed.fields[:3] + [StructField(f.name, StringType(), True) for f in typed.fields[3:]]
+                      + [StructField(COMMIT_TIME, LongType(), True)])
 
 
 def read_stream(spec: Spec, password: str | None, ctx: Any) -> Any:
@@ -329,6 +336,8 @@ def read_stream(spec: Spec, password: str | None, ctx: Any) -> Any:
     spec = replace(spec, struct_json=struct.json())
     df = (ctx.spark.readStream.format(FORMAT).schema(struct)
           .option("spec", encode(spec)).option("password", password or "").load())
+    if getattr(ctx, "uid", None):
+        df = envelope.observe_event_time(df, ctx.uid, F.col(COMMIT_TIME))  # streaming_engine_source_lag_seconds
     typed = envelope.envelope_struct(spec.dataset)
     columns = [F.col(f.name) for f in typed.fields[:3]]
     for f in typed.fields[3:]:

@@ -93,7 +93,12 @@ def initial_state(tables: tuple[TableSchema, ...]) -> dict:
 
 
 def next_chunks(cur: Any, tables: tuple[TableSchema, ...], state: dict, split: int, budget: int) -> tuple[dict, list]:
-    """The next ``budget`` chunks after ``state`` and the state after them; ``{}`` once every table is done."""
+    """The next ``budget`` chunks after ``state`` and the state after them (:func:`finished` once every
+    table is done).
+
+    A table's state also counts its chunks (``read``, in the epochs up to this
+    one) and estimates their number (``total``: ``pg_class.reltuples`` over
+    the split size, kept above ``read`` until the last chunk), for metrics."""
     state = {k: dict(v) for k, v in state.items()}
     chunks: list = []
     for table in tables:
@@ -101,20 +106,34 @@ def next_chunks(cur: Any, tables: tuple[TableSchema, ...], state: dict, split: i
         progress = state.get(tid)
         if progress is None or progress.get("done"):
             continue
+        if "total" not in progress:
+            progress["total"] = _estimate(cur, table, split)
         lo = progress.get("after")
         while budget > 0:
             hi = _bound(cur, table, lo, split) if chunkable(table) else None
             chunks.append([tid, lo, hi])
             budget -= 1
+            progress["read"] = progress.get("read", 0) + 1
             if hi is None:
-                state[tid] = {"done": True}
+                progress.update(done=True, total=progress["read"])
                 break
-            lo = state[tid]["after"] = hi
+            lo = progress["after"] = hi
+            progress["total"] = max(progress["total"], progress["read"] + 1)
         if budget == 0:
             break
-    if all(p.get("done") for p in state.values()):
-        return {}, chunks
     return state, chunks
+
+
+def finished(state: dict) -> bool:
+    return all(p.get("done") for p in state.values())
+
+
+def _estimate(cur: Any, table: TableSchema, split: int) -> int:
+    if not chunkable(table):
+        return 1
+    cur.execute("SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = %s::regclass", (relation(table.table_id),))
+    rows = cur.fetchone()[0]
+    return max(1, -(-int(rows) // split))
 
 
 def _bound(cur: Any, table: TableSchema, lo: list | None, split: int) -> list | None:
@@ -125,6 +144,15 @@ def _bound(cur: Any, table: TableSchema, lo: list | None, split: int) -> list | 
                 [*params, split - 1])
     row = cur.fetchone()
     return None if row is None else [int(v) for v in row]
+
+
+def gauges(state: dict) -> list[tuple[str, str, float]]:
+    """Per table of a snapshot state: chunks read and their estimated number (runtime.events.SOURCE_GAUGES)."""
+    out: list[tuple[str, str, float]] = []
+    for tid, progress in state.items():
+        read = progress.get("read", 0)
+        out += [("snapshot_chunks_done", tid, read), ("snapshot_chunks_total", tid, progress.get("total", max(read, 1)))]
+    return out
 
 
 class Progress:

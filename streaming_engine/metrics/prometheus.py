@@ -23,7 +23,11 @@ records carry one (Kafka's ``debezium_json``: ``source.ts_ms``),
 ``streaming_engine_source_last_event_timestamp_seconds`` is the newest applied
 change's source time and ``streaming_engine_source_lag_seconds`` is now minus
 it, computed when scraped (it grows while nothing new is applied); both go
-when the job finishes. Other sources export neither.
+when the job finishes. Other sources export neither. A source's own gauges
+(``Source.gauges``, names in ``runtime.events.SOURCE_GAUGES``):
+``streaming_engine_source_backlog_bytes{job,pipeline,source}`` (Postgres-CDC:
+the WAL its slot keeps) and ``streaming_engine_source_snapshot_chunks_done`` /
+``_total{...,table}`` (an initial snapshot's progress).
 """
 
 from __future__ import annotations
@@ -37,8 +41,8 @@ from prometheus_client.core import GaugeMetricFamily
 
 from streaming_engine.redact import redact_text
 from streaming_engine.runtime.events import (
-    EpochCommitted, Event, EventBus, JobFinished, JobStarted, PipelineFinished, PipelineStarted, SourceProgress,
-    StateChanged,
+    SOURCE_GAUGES, EpochCommitted, Event, EventBus, JobFinished, JobStarted, PipelineFinished, PipelineStarted,
+    SourceProgress, StateChanged,
 )
 
 _STATUS = {"CREATED": 0, "RUNNING": 1, "FINISHED": 2, "CANCELED": 3, "FAILED": 4}
@@ -109,6 +113,11 @@ class PrometheusMetrics:
             "1 for the pipeline's current state (the control plane's PipelineStatus), 0 for the others",
             ["job", "pipeline", "state"], registry=r,
         )
+        self.source_gauges = {
+            name: Gauge(f"streaming_engine_source_{name}", text,
+                        ["job", "pipeline", "source"] + (["table"] if name.startswith("snapshot_") else []), registry=r)
+            for name, text in SOURCE_GAUGES.items()
+        }
         r.register(_EventTime(self))
         self.server = None
         self.port = None
@@ -161,6 +170,11 @@ class PrometheusMetrics:
             self.input_rows.labels(*_safe(e.job, e.pipeline)).inc(e.input_rows)
             for topic, partition, behind in e.lag:
                 self.lag.labels(*_safe(e.job, e.pipeline, topic, str(partition))).set(behind)
+            for source, name, table, value in e.gauges:
+                gauge = self.source_gauges.get(name)
+                if gauge is not None:
+                    labels = [e.job, e.pipeline, source] + ([self._table(e.job, table)] if name.startswith("snapshot_") else [])
+                    gauge.labels(*_safe(*labels)).set(value)
             with self._event_times_lock:
                 for source, ms in e.event_time_ms:
                     key = (e.job, e.pipeline, source)

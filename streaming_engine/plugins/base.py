@@ -388,6 +388,12 @@ class Source(Plugin):
         offsets). For bookkeeping outside the checkpoint (Kafka: the consumer
         group's offsets); it must not change what the query reads. Default: nothing."""
 
+    def gauges(self, spark: "Any", sources: list[dict]) -> "list[tuple[str, str, float]]":
+        """After each micro-batch, like :meth:`on_progress`: what the source
+        reports of itself as (name, table or "", value), names from
+        ``runtime.events.SOURCE_GAUGES``. Default: nothing."""
+        return []
+
     # -- run time ------------------------------------------------------------
     def read(self, ctx: "SourceContext") -> "DataFrame":
         """A streaming DataFrame in the engine's row envelope (runtime/rows.py).

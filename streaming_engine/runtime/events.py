@@ -70,13 +70,25 @@ class SourceProgress(Event):
     the newest offset Spark saw: ((topic, partition, records behind), ...);
     for sources whose records carry an event time (Debezium's ``source.ts_ms``),
     the newest event time the batch applied: ((source uid, epoch ms), ...),
-    absent for a batch without such records."""
+    absent for a batch without such records; ``gauges``: what a source
+    reports of itself (``Source.gauges``): ((source uid, name, table or "",
+    value), ...), names from :data:`SOURCE_GAUGES`."""
 
     pipeline: str
     batch: int
     input_rows: int
     lag: tuple[tuple[str, int, int], ...] = ()
     event_time_ms: tuple[tuple[str, int], ...] = ()
+    gauges: tuple[tuple[str, str, str, float], ...] = ()
+
+
+# The gauges a source may report (Source.gauges), exported by the metrics as
+# streaming_engine_source_<name>; a name outside this set is dropped.
+SOURCE_GAUGES = {
+    "backlog_bytes": "Bytes the source has not read yet (Postgres-CDC: WAL its replication slot keeps)",
+    "snapshot_chunks_done": "Snapshot chunks of a table read and committed",
+    "snapshot_chunks_total": "Snapshot chunks of a table, estimated (PostgreSQL: pg_class.reltuples / split size)",
+}
 
 
 @dataclass(frozen=True)

@@ -347,15 +347,22 @@ def _publish_progress(bus: "EventBus", item: "_Running", batch: int, p: dict) ->
     from streaming_engine.runtime.rows import observed_event_times
 
     r = item.runner
+    sources = list(p.get("sources") or [])
+    plugins = [(v.members[0], r.dag.vertex(v.members[0]).plugin) for v in r.pipeline.vertices if v.kind == "source"]
+    gauges = []
+    for uid, plugin in plugins:
+        try:
+            gauges += [(uid, name, table, float(value)) for name, table, value in plugin.gauges(r.spark, sources)]  # type: ignore[attr-defined]
+        except Exception as e:  # metrics only: the epoch is committed either way
+            log.warning("source gauges failed", extra={"pipeline": r.pipeline.name, "error": str(e)[:300]})
     bus.publish(SourceProgress(r.dag.job_name, r.pipeline.key, batch, int(p.get("numInputRows") or 0),
-                               tuple(_partition_lag(p.get("sources") or [])),
-                               tuple(observed_event_times(p.get("observedMetrics")))))
-    for v in r.pipeline.vertices:
-        if v.kind == "source":
-            try:
-                r.dag.vertex(v.members[0]).plugin.on_progress(r.spark, list(p.get("sources") or []))  # type: ignore[attr-defined]
-            except Exception as e:  # bookkeeping only: the epoch is committed either way
-                log.warning("source progress hook failed", extra={"pipeline": r.pipeline.name, "error": str(e)[:300]})
+                               tuple(_partition_lag(sources)),
+                               tuple(observed_event_times(p.get("observedMetrics"))), tuple(gauges)))
+    for uid, plugin in plugins:
+        try:
+            plugin.on_progress(r.spark, sources)  # type: ignore[attr-defined]
+        except Exception as e:  # bookkeeping only: the epoch is committed either way
+            log.warning("source progress hook failed", extra={"pipeline": r.pipeline.name, "error": str(e)[:300]})
 
 
 def _partition_lag(sources: list) -> "list[tuple[str, int, int]]":

@@ -219,6 +219,19 @@ def test_the_event_time_lag_is_now_minus_the_newest_applied_change_when_scraped(
     assert m.registry.get_sample_value(lag, labels) is None and m.registry.get_sample_value(last, labels) is None
 
 
+def test_a_sources_own_gauges_are_exported_by_name_and_unknown_names_dropped():
+    m = PrometheusMetrics()
+    m.on_event(SourceProgress("j", "p", 0, 5, gauges=(
+        ("pg", "backlog_bytes", "", 123.0), ("pg", "snapshot_chunks_done", "db.s.t", 2.0),
+        ("pg", "snapshot_chunks_total", "db.s.t", 5.0), ("pg", "made_up", "", 1.0))))
+    assert m.registry.get_sample_value("streaming_engine_source_backlog_bytes",
+                                       {"job": "j", "pipeline": "p", "source": "pg"}) == 123.0
+    table = {"job": "j", "pipeline": "p", "source": "pg", "table": "db.s.t"}
+    assert m.registry.get_sample_value("streaming_engine_source_snapshot_chunks_done", table) == 2.0
+    assert m.registry.get_sample_value("streaming_engine_source_snapshot_chunks_total", table) == 5.0
+    assert not any("made_up" in f.name for f in m.registry.collect())
+
+
 def test_observed_event_times_are_read_from_spark_progress():
     observed = {
         "source_time:kafka.cdc": {"max_ts_ms": 1_700_000_000_123},
@@ -238,7 +251,9 @@ def test_counters_end_in_total_and_durations_are_histograms_in_seconds():
     m.on_event(PipelineStarted("j", "p", "/ckpt", attempt=2))
     m.on_event(epoch("j", 0, [CommitRecord("delta.a", "db.t", "/t", 5, 0, False, 0.3),
                               CommitRecord("delta.a", "db.u", "/u", 0, None, True)]))
-    m.on_event(SourceProgress("j", "p", 0, 5, (("topic", 0, 3),), (("kafka.cdc", 1_700_000_000_000),)))
+    m.on_event(SourceProgress("j", "p", 0, 5, (("topic", 0, 3),), (("kafka.cdc", 1_700_000_000_000),),
+                              (("pg", "backlog_bytes", "", 4096.0), ("pg", "snapshot_chunks_done", "db.s.t", 3.0),
+                               ("pg", "snapshot_chunks_total", "db.s.t", 9.0))))
     m.on_event(StateChanged("j", "job", "job", "RUNNING", "SCHEDULED", ("SCHEDULED", "RUNNING")))
     m.on_event(StateChanged("j", "pipeline", "p", "RUNNING", "DEPLOYING", ("DEPLOYING", "RUNNING")))
     families = {f.name: f for f in m.registry.collect()}

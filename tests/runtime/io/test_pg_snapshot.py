@@ -184,6 +184,16 @@ def test_the_snapshot_reads_every_row_once_while_writes_go_on_and_resumes_after_
         assert "snapshot" not in _last_offset(second.work), "the snapshot did not finish"
         assert progress["step"] > 50, progress
 
+        # metrics: each table's chunks read and estimated, the slot's backlog, the commits' time
+        from streaming_engine.runtime.events import SourceProgress
+
+        reports = [e for e in first.events + second.events if isinstance(e, SourceProgress)]
+        done = {t: v for e in reports for (_, name, t, v) in e.gauges if name == "snapshot_chunks_done"}
+        total = {t: v for e in reports for (_, name, t, v) in e.gauges if name == "snapshot_chunks_total"}
+        assert done == total and done["postgres.snap.big"] >= 12 and done["postgres.snap.named"] == 1, (done, total)
+        assert any(name == "backlog_bytes" and v >= 0 for e in reports for (_, name, _, v) in e.gauges)
+        assert any(e.event_time_ms for e in second.events if isinstance(e, SourceProgress)), "no commit time observed"
+
         for table, columns in COLUMNS.items():
             key = ", ".join(columns[:2] if table == "pair" else columns[:1])
             cur.execute(f"SELECT {', '.join(columns)} FROM snap.{table} ORDER BY {key}")
