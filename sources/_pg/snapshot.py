@@ -297,6 +297,18 @@ class _Pipe(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
+    def empty(self) -> bool:
+        """Whether COPY wrote nothing (waits for its first block or its end; Arrow refuses an empty CSV)."""
+        if not len(self.rest) and not self.done:
+            item = self.queue.get()
+            if item is None:
+                self.done = True
+                if self.error is not None:
+                    raise self.error
+            else:
+                self.rest = memoryview(item)
+        return self.done and not len(self.rest)
+
     def readinto(self, b: Any) -> int:
         while not len(self.rest):
             if self.done:
@@ -336,6 +348,8 @@ def _copy_batches(conn: Any, sql: str, params: list, width: int) -> Iterator[Any
     thread = threading.Thread(target=run, name="pg-snapshot-copy", daemon=True)
     thread.start()
     try:
+        if pipe.empty():  # a chunk without rows (the last one of a table whose keys ended at the bound)
+            return
         reader = csv.open_csv(
             io.BufferedReader(pipe, buffer_size=1 << 20),
             read_options=csv.ReadOptions(column_names=names, block_size=4 << 20),

@@ -1,7 +1,8 @@
 """Postgres-CDC's initial snapshot (startup.mode = initial) against a real PostgreSQL 15, while writes go on.
 
-Three tables: one cut into integer-key chunks, one with a two-column integer
-key, one with a text key (read as one chunk). A writer changes them the whole
+Five tables: one cut into integer-key chunks, one with a two-column integer
+key, one with a text key (read as one chunk), one of exactly one chunk's rows
+and an empty one. A writer changes them the whole
 time (updates, deletes, inserts inside and above the key range, key changes,
 TOASTed values left unchanged, several changes in one transaction). The first
 run stops after two epochs, in the middle of the snapshot; the writer goes on
@@ -40,6 +41,11 @@ CREATE TABLE snap.named (code text PRIMARY KEY, v int);
 ALTER TABLE snap.big REPLICA IDENTITY FULL;
 ALTER TABLE snap.pair REPLICA IDENTITY FULL;
 ALTER TABLE snap.named REPLICA IDENTITY FULL;
+CREATE TABLE snap.exact (id int PRIMARY KEY, v text);
+ALTER TABLE snap.exact REPLICA IDENTITY FULL;
+INSERT INTO snap.exact SELECT i, 'e' || i FROM generate_series(1, 500) i;
+CREATE TABLE snap.empty (id int PRIMARY KEY, v text);
+ALTER TABLE snap.empty REPLICA IDENTITY FULL;
 INSERT INTO snap.big SELECT i, 'v' || i, i % 97, CASE WHEN i % 500 = 0 THEN repeat('t', 20000) ELSE 'd' || i END
   FROM generate_series(1, 6000) i;
 INSERT INTO snap.pair SELECT i / 10, i % 10, 'p' || i FROM generate_series(0, 999) i;
@@ -53,7 +59,8 @@ source {{
     plugin_output = pg
     base-url = "jdbc:postgresql://{host}:{port}/postgres"
     username = postgres
-    table-names = ["postgres.snap.big", "postgres.snap.pair", "postgres.snap.named"]
+    table-names = ["postgres.snap.big", "postgres.snap.pair", "postgres.snap.named", "postgres.snap.exact",
+                   "postgres.snap.empty"]
     slot.name = {slot}
     snapshot.split.size = 500
     snapshot.chunks.per.epoch = 3
@@ -191,6 +198,10 @@ def test_the_snapshot_reads_every_row_once_while_writes_go_on_and_resumes_after_
         done = {t: v for e in reports for (_, name, t, v) in e.gauges if name == "snapshot_chunks_done"}
         total = {t: v for e in reports for (_, name, t, v) in e.gauges if name == "snapshot_chunks_total"}
         assert done == total and done["postgres.snap.big"] >= 12 and done["postgres.snap.named"] == 1, (done, total)
+        # a table of exactly one split (its last chunk is empty) and an empty table (the writer leaves both alone)
+        assert done["postgres.snap.exact"] == 2 and done["postgres.snap.empty"] == 1, done
+        exact = spark.read.format("delta").load(str(second.work / "state" / "exact"))
+        assert sorted(tuple(r) for r in exact.collect()) == [(i, f"e{i}") for i in range(1, 501)]
         assert any(name == "backlog_bytes" and v >= 0 for e in reports for (_, name, _, v) in e.gauges)
         assert any(e.event_time_ms for e in second.events if isinstance(e, SourceProgress)), "no commit time observed"
 
