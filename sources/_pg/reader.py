@@ -49,6 +49,7 @@ class Spec:
     snapshot: bool = False  # startup.mode = initial: read the tables first (sources/_pg/snapshot.py)
     split_size: int = 8096  # snapshot.split.size
     chunks_per_epoch: int = 32  # snapshot.chunks.per.epoch
+    tasks: int = 2  # the Spark tasks an epoch's chunks are dealt to (the session's default parallelism)
 
     @property
     def dataset(self) -> Dataset:
@@ -212,11 +213,14 @@ def _register(spark: Any) -> None:
         def __init__(self, after: int, upto: int, progress: dict | None = None):
             self.after, self.upto, self.progress = after, upto, progress
 
-    class Chunk(InputPartition):
-        """A snapshot chunk: the rows of ``table`` with keys in ``(lo, hi]`` as they were at ``at``."""
+    class Chunks(InputPartition):
+        """Snapshot chunks, read one after the other: ``(table, lo, hi)``, the rows of ``table`` with keys in
+        ``(lo, hi]`` as they were at ``at``. An epoch's chunks are dealt to ``spec.tasks`` partitions (a
+        partition costs PySpark a round trip to its Python worker, ~60 ms: one per chunk made small chunks
+        slow)."""
 
-        def __init__(self, table: str, lo: list | None, hi: list | None, at: int, log_after: int):
-            self.table, self.lo, self.hi, self.at, self.log_after = table, lo, hi, at, log_after
+        def __init__(self, chunks: list, at: int, log_after: int):
+            self.chunks, self.at, self.log_after = chunks, at, log_after
 
     class Reader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         def __init__(self, spec: Spec, password: str | None):
@@ -264,13 +268,22 @@ def _register(spark: Any) -> None:
         def partitions(self, start: dict, end: dict) -> list:
             after, upto = int(start["lsn"]), int(end["lsn"])
             parts: list = [Range(after, upto, start.get("snapshot"))]
-            parts += [Chunk(t, lo, hi, upto, after) for t, lo, hi in end.get("chunks", ())]
+            chunks = list(end.get("chunks", ()))
+            tasks = max(1, min(len(chunks), self.spec.tasks))
+            parts += [Chunks(chunks[i::tasks], upto, after) for i in range(tasks) if chunks[i::tasks]]
             return parts
 
         def read(self, part: Any) -> Iterator[Any]:
-            if isinstance(part, Chunk):
-                yield from pgsnap.read_chunk(self.spec, self.password, _open, _Rows(self.spec), part.table, part.lo,
-                                             part.hi, part.at, part.log_after)
+            if isinstance(part, Chunks):
+                shape = _Rows(self.spec)
+                data, log = _open(self.spec, self.password), _open(self.spec, self.password)
+                try:
+                    for table, lo, hi in part.chunks:
+                        yield from pgsnap.read_chunk(self.spec, data, log, shape, table, lo, hi, part.at,
+                                                     part.log_after)
+                finally:
+                    data.close()
+                    log.close()
                 return
             if part.upto <= part.after:
                 return
@@ -333,7 +346,7 @@ def read_stream(spec: Spec, password: str | None, ctx: Any) -> Any:
 
     register(ctx.spark)
     struct = text_struct(spec.dataset)
-    spec = replace(spec, struct_json=struct.json())
+    spec = replace(spec, struct_json=struct.json(), tasks=ctx.spark.sparkContext.defaultParallelism)
     df = (ctx.spark.readStream.format(FORMAT).schema(struct)
           .option("spec", encode(spec)).option("password", password or "").load())
     if getattr(ctx, "uid", None):

@@ -366,20 +366,19 @@ def _copy_batches(conn: Any, sql: str, params: list, width: int) -> Iterator[Any
         thread.join(timeout=30)
 
 
-def read_chunk(spec: Any, password: str | None, open_conn: Any, shape: Any, table_id: str, lo: list | None,
+def read_chunk(spec: Any, data: Any, log: Any, shape: Any, table_id: str, lo: list | None,
                hi: list | None, at: int, log_after: int) -> Iterator[Any]:
-    """The chunk ``(lo, hi]`` of ``table_id`` as it was at ``at`` (an epoch end), in Arrow batches of ``shape``."""
+    """The chunk ``(lo, hi]`` of ``table_id`` as it was at ``at`` (an epoch end), in Arrow batches of ``shape``;
+    ``data`` and ``log``: two connections (autocommit, the reader's session settings), left as they came."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     table = next(t for t in spec.tables if t.table_id == table_id)
     names = [c.name for c in table.columns]
     for attempt in range(600):
-        data = open_conn(spec, password)
-        log = open_conn(spec, password)
+        data.autocommit = False
+        data.set_session(isolation_level="REPEATABLE READ", readonly=True)
         try:
-            data.autocommit = False
-            data.set_session(isolation_level="REPEATABLE READ", readonly=True)
             with data.cursor() as cur:
                 snap = _snapshot(cur)  # the transaction's snapshot is taken here
             with log.cursor() as cur:
@@ -412,7 +411,9 @@ def read_chunk(spec: Any, password: str | None, open_conn: Any, shape: Any, tabl
             data.rollback()
             return
         finally:
-            data.close()
-            log.close()
+            if not data.closed:  # the connection serves the partition's next chunk
+                data.rollback()
+                data.set_session(isolation_level="DEFAULT", readonly="DEFAULT")
+                data.autocommit = True
     raise RuntimeFailure("RUNTIME.FAILED", {"detail": (
         f"table {table_id}: the snapshot of a chunk never saw every transaction committed by {lsn_text(at)}")})
