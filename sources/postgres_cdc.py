@@ -204,7 +204,10 @@ class PostgresCdc(Source):
 
     def describe(self) -> str:
         o = self.options
-        return f"Postgres-CDC {o.connection().where()} slot {o.slot} ({len(self.output().tables)} tables, from {o.startup_mode})"
+        start = (f"snapshot first: chunks of {o.snapshot_split_size} keys, {o.snapshot_chunks_per_epoch} per epoch"
+                 if o.startup_mode == "initial" else "changes from the slot's position")
+        return (f"Postgres-CDC {o.connection().where()} slot {o.slot} ({len(self.output().tables)} tables, {start}; "
+                "REPLICA IDENTITY FULL)")
 
     # -- run time ------------------------------------------------------------
     def gauges(self, spark: Any, sources: list[dict]) -> list[tuple[str, str, float]]:

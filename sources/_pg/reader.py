@@ -277,10 +277,10 @@ def _register(spark: Any) -> None:
             if isinstance(part, Chunks):
                 shape = _Rows(self.spec)
                 data, log = _open(self.spec, self.password), _open(self.spec, self.password)
+                window = pgsnap.Window(part.log_after)
                 try:
                     for table, lo, hi in part.chunks:
-                        yield from pgsnap.read_chunk(self.spec, data, log, shape, table, lo, hi, part.at,
-                                                     part.log_after)
+                        yield from pgsnap.read_chunk(self.spec, data, log, window, shape, table, lo, hi, part.at)
                 finally:
                     data.close()
                     log.close()

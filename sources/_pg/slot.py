@@ -166,22 +166,33 @@ def transactions(
         (slot, lsn_text(upto + 1), publication),
     )
     begin: Begin | None = None
-    body: list[tuple[int, Message]] = []
+    body: list[tuple[int, Any]] = []  # (lsn, the message's bytes): decoded only for a transaction in range
     for at, data in cur:
         lsn = lsn_int(at)
-        message = decode(bytes(data), lsn)
-        if isinstance(message, Begin):
+        kind = bytes(data[:1])  # psycopg2's memoryview of a bytea has format "c": an item is one byte, as bytes
+        if kind == _BEGIN:
+            message = decode(bytes(data), lsn)
+            assert isinstance(message, Begin)
             begin, body = message, []
-        elif isinstance(message, Commit):
+        elif kind == _COMMIT:
+            message = decode(bytes(data), lsn)
+            assert isinstance(message, Commit)
             if begin is None:
                 raise RuntimeFailure("RUNTIME.FAILED", {"detail": f"slot {slot!r}: a commit at {at} without its begin"})
             if after < message.end_lsn <= upto:
-                yield Transaction(begin, message, tuple(m for _, m in body), tuple(at for at, _ in body))
+                messages = tuple(m if not isinstance(m, (bytes, memoryview)) else decode(bytes(m), l) for l, m in body)
+                yield Transaction(begin, message, messages, tuple(l for l, _ in body))
             begin = None
-        else:
-            if isinstance(message, Relation) and relations is not None:
-                relations[message.oid] = message
+        elif kind == _RELATION:
+            message = decode(bytes(data), lsn)
+            if relations is not None:
+                relations[message.oid] = message  # type: ignore[union-attr]
             body.append((lsn, message))
+        else:
+            body.append((lsn, bytes(data)))
+
+
+_BEGIN, _COMMIT, _RELATION = b"B", b"C", b"R"
 
 
 def peek(conn: Any, slot: str, publication: str, after: int, upto: int, relations: dict[int, Relation] | None = None,

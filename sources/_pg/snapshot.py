@@ -205,11 +205,28 @@ class _Changed:
         self.rows.setdefault(key, row)
 
 
-def _changes_after(spec: Any, log: Any, table: TableSchema, lo: list | None, hi: list | None, at: int,
-                   log_after: int, high: int, snap: tuple[int, int, set[int]]) -> _Changed | None:
+class Window:
+    """The slot's transactions from ``after`` on, peeked once per partition: its chunks' windows grow one
+    after the other (each chunk's high position is later), so each chunk peeks only past the last one
+    (the decoding of a transaction, in Python, is paid once per partition, not once per chunk)."""
+
+    def __init__(self, after: int) -> None:
+        self.upto = after
+        self.transactions: list = []
+        self.relations: dict = {}
+
+    def until(self, spec: Any, log: Any, high: int) -> list:
+        if high > self.upto:
+            self.transactions += pgslot.peek(log, spec.slot, spec.publication, self.upto, high, self.relations)
+            self.upto = high
+        return [tx for tx in self.transactions if tx.commit.end_lsn <= high]
+
+
+def _changes_after(spec: Any, log: Any, window: Window, table: TableSchema, lo: list | None, hi: list | None,
+                   at: int, high: int, snap: tuple[int, int, set[int]]) -> _Changed | None:
     """Changed keys of the chunk in ``(at, high]``; None when a transaction committed by ``at`` is not
     visible to the chunk's snapshot yet (it is finishing its commit: read the chunk again)."""
-    relations: dict = {}
+    relations = window.relations
     changed = _Changed()
     keys = tuple(table.primary_key)
     texts = tuple(keys) if chunkable(table) else None
@@ -225,7 +242,7 @@ def _changes_after(spec: Any, log: Any, table: TableSchema, lo: list | None, hi:
                 return None
         return k
 
-    for tx in pgslot.peek(log, spec.slot, spec.publication, log_after, high, relations):
+    for tx in window.until(spec, log, high):
         if tx.commit.end_lsn <= at:
             if not _visible(tx.begin.xid, *snap):
                 return None
@@ -366,8 +383,8 @@ def _copy_batches(conn: Any, sql: str, params: list, width: int) -> Iterator[Any
         thread.join(timeout=30)
 
 
-def read_chunk(spec: Any, data: Any, log: Any, shape: Any, table_id: str, lo: list | None,
-               hi: list | None, at: int, log_after: int) -> Iterator[Any]:
+def read_chunk(spec: Any, data: Any, log: Any, window: Window, shape: Any, table_id: str, lo: list | None,
+               hi: list | None, at: int) -> Iterator[Any]:
     """The chunk ``(lo, hi]`` of ``table_id`` as it was at ``at`` (an epoch end), in Arrow batches of ``shape``;
     ``data`` and ``log``: two connections (autocommit, the reader's session settings), left as they came."""
     import pyarrow as pa
@@ -388,7 +405,7 @@ def read_chunk(spec: Any, data: Any, log: Any, shape: Any, table_id: str, lo: li
                 cur.execute("SELECT count(*) FROM unnest(%s::text[]) x WHERE pg_xact_status(x::xid8) = 'committed'",
                             ([str(x) for x in snap[2]],))
                 finishing = cur.fetchone()[0] > 0  # committed, not yet visible: wait for it
-            changed = None if finishing else _changes_after(spec, log, table, lo, hi, at, log_after, high, snap)
+            changed = None if finishing else _changes_after(spec, log, window, table, lo, hi, at, high, snap)
             if changed is None:
                 data.rollback()
                 time.sleep(min(0.5, 0.02 * (attempt + 1)))
