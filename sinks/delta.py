@@ -126,6 +126,11 @@ class DeltaSinkOptions(SinkOptions):
         description='VACUUM each table (with the table\'s own retention, delta.deletedFileRetentionDuration) '
         'between two epochs at most this often; e.g. "1d", "6h"; "0": never.',
     )
+    schema_evolution: Literal["add_columns", "none"] = Field(
+        "add_columns",
+        description="An existing table lacking columns of the input (e.g. added in a CDC source while the job ran): "
+        "add_columns adds them (nullable; rows written before read null), none fails the pipeline naming them.",
+    )
     stored_as_scd_type: Literal[1, 2] = Field(
         1,
         description="Upsert: 1 keeps the latest row per key; 2 keeps every version with __START_AT/__END_AT from "
@@ -339,10 +344,12 @@ class Delta(Sink):
             location = delta_txn.location(ctx.spark, target)
             if location is None:  # a catalog table that does not exist yet: saveAsTable creates it
                 return -1, None
+            struct = rows.table_struct(t, meta=False)
             state = delta_log.inspect(
-                ctx.spark, location, ctx.txn_app_id(t.table_id), rows.table_struct(t, meta=False), o.partition_by or (),
-                read_since_ms=opening,
+                ctx.spark, location, ctx.txn_app_id(t.table_id), struct, o.partition_by or (), read_since_ms=opening,
             )
+            if state.incompatible is not None and self._evolve(ctx, t, target):  # not the data's schema: new columns?
+                state = delta_log.inspect(ctx.spark, location, ctx.txn_app_id(t.table_id), struct, o.partition_by or ())
             if o.save_mode == "upsert" or os.environ.get(WRITER_ENV) == "dataframe":
                 return state.epoch, None  # MERGE; or every append through the DataFrameWriter (diagnostics, benchmarks)
             if state.incompatible is not None:
@@ -355,6 +362,23 @@ class Delta(Sink):
         self._engine_writes = {t.table_id: loc for t, (_, loc) in zip(dataset.tables, found) if loc is not None}
         self._locations = [loc for t in dataset.tables if (loc := delta_txn.location(ctx.spark, self._target(t)))]
         return {t.table_id: epoch for t, (epoch, _) in zip(dataset.tables, found)}
+
+    def _evolve(self, ctx: Any, t: TableSchema, target: Any) -> bool:
+        """Columns of the input the existing table lacks: added (``schema_evolution = add_columns``; True), else
+        an error."""
+        from streaming_engine.checkpoint import delta_txn
+        from streaming_engine.runtime import rows
+
+        fields = delta_txn.new_columns(ctx.spark, target, rows.table_struct(t, meta=False))
+        if not fields:
+            return False
+        names = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in fields)
+        if self.options.schema_evolution == "none":
+            raise _incompatible(t, f"Delta table {target.name} lacks the input's columns {names}; add them to the "
+                                   "table, or set schema_evolution = add_columns in the Delta sink")
+        delta_txn.add_columns(ctx.spark, target, fields)
+        log.warning("Delta table: columns added", extra={"target": target.name, "table": t.table_id, "columns": names})
+        return True
 
     def maintained(self) -> list[tuple[str, Any]]:
         """Each table (a catalog table once it exists), and its tombstone table

@@ -26,8 +26,15 @@ at its creation); ``earliest`` is refused (the server keeps no changes from
 before the slot). Tables need ``REPLICA IDENTITY FULL`` (as the page asks), so updates
 and deletes carry the whole old row and an unchanged TOASTed value is never
 written as null; a table without it is a plan-time error saying the statement
-to run. Schema changes while the job runs stop it with an error naming the new
-columns (restart to plan them). A TRUNCATE follows ``truncate_events`` (ours,
+to run. A table's columns changed while the job runs follow
+``schema.change.behavior`` (Flink CDC's names; per table in
+``table-names-config``): ``lenient`` (default) plans the pipeline again with
+the new columns, without a restart of the job: the epoch in flight is read
+again with them and the Delta sinks add them to their tables; a dropped
+column stays in the plan, null from then on; ``exception`` fails the job
+naming the change; ``ignore`` keeps the planned columns. pgoutput sends no
+DDL: a change is seen in the Relation message before the table's next row
+change. A TRUNCATE follows ``truncate_events`` (ours,
 as the Kafka source's: reject, apply or ignore). ``job.mode = BATCH``: a run
 applies what the slot holds up to when it started, then finishes (the next run
 goes on from there). ``connect.max-retries``: a failed connection is tried
@@ -52,6 +59,18 @@ _EXACT_CHUNKS = ("Accepted: chunks are cut at every snapshot.split.size-th key (
 NO_DEBEZIUM = "this engine reads the slot itself (pgoutput); there is no Debezium engine to pass properties to"
 
 
+SCHEMA_CHANGES = ("lenient", "exception", "ignore")
+SchemaChangeBehavior = Literal["lenient", "exception", "ignore", "evolve", "try_evolve"]
+_NO_EVOLVE = ("drops and renames reach Delta only through column mapping (delta.columnMapping.mode = name), "
+              "which the engine's writers do not handle yet; lenient adds new columns and keeps dropped ones")
+
+
+def _behavior(v: str | None, where: str) -> str | None:
+    if v in ("evolve", "try_evolve"):
+        raise ValueError(f"{where} = {v}: {_NO_EVOLVE}; set lenient, exception or ignore")
+    return v
+
+
 class TableNameConfig(BaseModel):
     """A ``table-names-config`` item: the key of a table that has no primary key."""
 
@@ -61,9 +80,12 @@ class TableNameConfig(BaseModel):
     primaryKeys: list[str] | None = Field(None, description="Key columns of a table without a primary key.")
     snapshotSplitColumn: str | None = Field(
         None, description="Not supported: chunks are cut by the primary key (or primaryKeys); leave unset.")
+    schema_change_behavior: "SchemaChangeBehavior | None" = Field(
+        None, alias="schema.change.behavior", description="This table's schema.change.behavior (the source's if unset).")
 
     @model_validator(mode="after")
     def _split_column(self) -> "TableNameConfig":
+        _behavior(self.schema_change_behavior, f"schema.change.behavior of {self.table!r}")
         if self.snapshotSplitColumn is not None:
             raise ValueError(f"snapshotSplitColumn of {self.table!r}: the snapshot cuts chunks by the table's key "
                              "(primaryKeys here for a table without one); remove snapshotSplitColumn")
@@ -109,6 +131,11 @@ class PostgresCdcOptions(SourceOptions):
     format: refused("only the engine's row envelope (DEFAULT) is produced", accepts=("DEFAULT", "default")) = Field(
         "DEFAULT", description="Only DEFAULT.")
     debezium: refused(NO_DEBEZIUM) = Field(None, description="Not supported (see the reason).")
+    schema_change_behavior: SchemaChangeBehavior = Field(
+        "lenient", alias="schema.change.behavior",
+        description="A table's columns changed while the job runs (Flink CDC's names): lenient (new columns reach "
+                    "the sinks, the pipeline planned again; dropped columns stay, null from then on), exception (the "
+                    "job fails naming the change) or ignore (the planned columns only). evolve/try_evolve: refused.")
     truncate_events: Literal["reject", "apply", "ignore"] = Field(
         "reject", description="TRUNCATE: reject (the job fails), apply (the sink clears the table) or ignore.")
 
@@ -131,6 +158,12 @@ class PostgresCdcOptions(SourceOptions):
                 "startup.mode = initial (the tables as they are, then their changes) or latest (changes from now)")
         if self.slot_name is not None:
             check_slot_name(self.slot_name)
+        _behavior(self.schema_change_behavior, "schema.change.behavior")
+        listed = set(self.table_names)
+        for item in self.table_names_config or ():
+            if item.schema_change_behavior is not None and item.table not in listed:
+                raise ValueError(f"table-names-config sets schema.change.behavior of {item.table!r}, which table-names "
+                                 "does not list")
         db = self.connection().database
         for name in self.database_names or ():
             if name != db:
@@ -146,6 +179,11 @@ class PostgresCdcOptions(SourceOptions):
     @property
     def slot(self) -> str:
         return self.slot_name or "seatunnel"
+
+    def schema_changes(self) -> dict[str, str]:
+        """table id -> its schema.change.behavior."""
+        own = {c.table: c.schema_change_behavior for c in self.table_names_config or () if c.schema_change_behavior}
+        return {t: own.get(t, self.schema_change_behavior) for t in self.table_names}
 
 
 @register
@@ -164,6 +202,32 @@ class PostgresCdc(Source):
         found = self.__dict__.get("_dataset")
         if found is None:
             found = self.__dict__["_dataset"] = self._discover()
+        return found
+
+    def output_after(self, planned: Dataset) -> Dataset:
+        """Planned again while the job runs (a table has new columns): the catalog's columns now, and under
+        lenient a column dropped since stays where it was (nullable: null from the drop on), so the changes
+        still to apply from before the drop keep their values and the sinks' tables keep the column."""
+        from dataclasses import replace
+
+        from streaming_engine.schema import Column
+
+        now = self.output()
+        behaviors = self.options.schema_changes()
+        before = {t.table_id: t for t in planned.tables}
+        tables = []
+        for t in now.tables:
+            old = before.get(t.table_id)
+            if old is None or behaviors.get(t.table_id) != "lenient":
+                tables.append(t)
+                continue
+            names = set(t.names)
+            kept = [c if c.name in names else Column(c.name, c.type, True) for c in old.columns]
+            kept_names = {c.name for c in kept}
+            current = {c.name: c for c in t.columns}
+            columns = [current.get(c.name, c) for c in kept] + [c for c in t.columns if c.name not in kept_names]
+            tables.append(replace(t, columns=tuple(columns)))
+        found = self.__dict__["_dataset"] = Dataset(tuple(tables))
         return found
 
     def _discover(self) -> Dataset:
@@ -206,8 +270,9 @@ class PostgresCdc(Source):
         o = self.options
         start = (f"snapshot first: chunks of {o.snapshot_split_size} keys, {o.snapshot_chunks_per_epoch} per epoch"
                  if o.startup_mode == "initial" else "changes from the slot's position")
+        changes = sorted(set(o.schema_changes().values()))
         return (f"Postgres-CDC {o.connection().where()} slot {o.slot} ({len(self.output().tables)} tables, {start}; "
-                "REPLICA IDENTITY FULL)")
+                f"REPLICA IDENTITY FULL; schema changes: {'/'.join(changes)})")
 
     # -- run time ------------------------------------------------------------
     def gauges(self, spark: Any, sources: list[dict]) -> list[tuple[str, str, float]]:
@@ -245,5 +310,5 @@ class PostgresCdc(Source):
         conn = o.connection()
         spec = Spec(replace(conn, password=None), o.slot, o.slot, ctx.dataset.tables, o.server_time_zone,
                     o.truncate_events, snapshot=o.startup_mode == "initial", split_size=o.snapshot_split_size,
-                    chunks_per_epoch=o.snapshot_chunks_per_epoch)
+                    chunks_per_epoch=o.snapshot_chunks_per_epoch, schema_changes=o.schema_changes())
         return read_stream(spec, conn.password, ctx)

@@ -56,6 +56,9 @@ MESSAGES: dict[str, str] = {
     "(they are kept there); the first error: {error}. Check the source's format and schema against the records, "
     "or set env {{ dead_letter.allow_all = true }} when that is expected",
     "RUNTIME.FAILED": "{detail}",
+    # a source read a table whose columns changed while the job ran: the pipeline is planned again and restarted
+    "RUNTIME.SCHEMA_CHANGED": "{detail}",
+    "SCHEMA.CHANGED": "{detail}",
     "RUNTIME.DRAINED": "{pipeline} stopped for a savepoint before epoch {epoch} (nothing of it written; the next "
     "run starts with it)",
     "CLI.USAGE": "{detail}",

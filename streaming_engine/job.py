@@ -13,6 +13,7 @@ from streaming_engine.dag.logical import LogicalDag
 from streaming_engine.plan import execution, physical
 from streaming_engine.plan.execution import ExecutionPlan
 from streaming_engine.plan.physical import PhysicalPlan
+from streaming_engine.schema import Dataset
 
 
 @dataclass(frozen=True)
@@ -21,14 +22,25 @@ class CompiledJob:
     dag: LogicalDag
     plan: ExecutionPlan
     physical: PhysicalPlan
+    strict: bool = False
+    restricted: bool = False
+
+    def recompile(self) -> "CompiledJob":
+        """The job planned again from its config (a source's tables changed
+        while it ran: their new columns are read from the source again)."""
+        planned = {v.id: v.schema for v in self.dag.vertices if v.kind == "source"}
+        return compile_raw(self.raw, strict=self.strict, job_name=self.dag.job_name, restricted=self.restricted,
+                           planned=planned)
 
 
 def compile_raw(
-    raw: RawJob, strict: bool = False, job_name: str | None = None, restricted: bool = False
+    raw: RawJob, strict: bool = False, job_name: str | None = None, restricted: bool = False,
+    planned: "Mapping[str, Dataset] | None" = None,
 ) -> CompiledJob:
-    """``restricted``: refuse plugins that run code or read local files (security.check)."""
+    """``restricted``: refuse plugins that run code or read local files (security.check); ``planned``: the
+    sources' datasets of the running job planned again (``CompiledJob.recompile``)."""
     redact.remember(redact.secret_values([raw.env, *(b.options for b in raw.blocks)]))
-    dag = build_dag(raw, strict=strict)
+    dag = build_dag(raw, strict=strict, planned=planned)
     redact.remember(redact.secret_values([v.plugin.options for v in dag.vertices]))
     security.check(dag, restricted)
     if job_name:
@@ -36,7 +48,7 @@ def compile_raw(
 
         dag = replace(dag, job_name=job_name, env=dag.env.model_copy(update={"job_name": job_name}))
     plan = execution.generate(dag)
-    return CompiledJob(raw, dag, plan, physical.build(dag, plan))
+    return CompiledJob(raw, dag, plan, physical.build(dag, plan), strict, restricted)
 
 
 def compile_file(

@@ -126,7 +126,8 @@ def discover(cur: Any, database: str, table_names: list[str], keys: dict[str, li
         cur.execute(
             "SELECT a.attname, t.typname, a.atttypmod, a.attnotnull FROM pg_attribute a "
             "JOIN pg_type t ON t.oid = a.atttypid WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped "
-            "ORDER BY a.attnum", (oid,))
+            # generated columns: pgoutput (before PostgreSQL 18) does not send them, so neither does the snapshot
+            "AND a.attgenerated = '' ORDER BY a.attnum", (oid,))
         columns = []
         for name, typname, typmod, notnull in cur.fetchall():
             columns.append(Column(name, engine_type(full, name, typname, typmod), nullable=not notnull))

@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import base64
 import pickle
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from sources._pg.catalog import Connection
 from sources._pg.pgoutput import UNCHANGED_TOAST, Change, Relation, Truncate, lsn_text
-from streaming_engine.errors import RuntimeFailure
+from streaming_engine.errors import RuntimeFailure, SchemaError
 from streaming_engine.runtime import rows as envelope
 from streaming_engine.schema import Dataset, TableSchema
 
@@ -50,6 +50,7 @@ class Spec:
     split_size: int = 8096  # snapshot.split.size
     chunks_per_epoch: int = 32  # snapshot.chunks.per.epoch
     tasks: int = 2  # the Spark tasks an epoch's chunks are dealt to (the session's default parallelism)
+    schema_changes: dict = field(default_factory=dict)  # table id -> schema.change.behavior (lenient when absent)
 
     @property
     def dataset(self) -> Dataset:
@@ -99,6 +100,7 @@ class _Rows:
             self.width = len(only.columns)
             self.places = {only.table_id: tuple(range(self.width))}
         self.relations: dict[int, Relation] = {}
+        self._checked: dict[int, Relation] = {}  # relation oid -> the Relation message whose columns were checked
         self.progress = Progress(self.tables, progress)
         self._arrow: Any = None
 
@@ -147,11 +149,8 @@ class _Rows:
                     "REPLICA IDENTITY FULL and restart the job")})
             assert old is not None
             new = {k: (old[k] if v is UNCHANGED_TOAST else v) for k, v in new.items()}
-        extra = [n for n in names if n not in {c.name for c in table.columns}]
-        if extra:
-            raise RuntimeFailure("RUNTIME.FAILED", {"detail": (
-                f"table {table.table_id} has columns the job did not plan for ({', '.join(extra)}), added while it "
-                "ran; schema changes are not applied yet: stop the job and start it again to plan the new columns")})
+        if self._checked.get(relation.oid) is not relation:
+            self._check_columns(table, relation, lsn)
         read = self.progress.read  # False: the key's snapshot chunk is still to come and will hold this change
         tid = table.table_id
         if change.kind == "I":
@@ -173,6 +172,27 @@ class _Rows:
             yield self._row(table, envelope.UPDATE_AFTER, lsn, new)
         elif read(tid, old):
             yield self._row(table, envelope.DELETE, lsn, old)
+
+    def _check_columns(self, table: TableSchema, relation: Relation, lsn: int) -> None:
+        """A table's columns as the slot describes them now against those the pipeline was planned for
+        (once per Relation message): what ``schema.change.behavior`` says about a difference."""
+        names = [c.name for c in relation.columns]
+        planned = {c.name for c in table.columns}
+        added = [n for n in names if n not in planned]
+        dropped = [c.name for c in table.columns if c.name not in set(names)]
+        behavior = self.spec.schema_changes.get(table.table_id, "lenient")
+        change = "; ".join(x for x in (f"added: {', '.join(added)}" if added else "",
+                                        f"dropped: {', '.join(dropped)}" if dropped else "") if x)
+        if change and behavior == "exception":
+            raise SchemaError("SCHEMA.CHANGED", {"detail": (
+                f"table {table.table_id} changed while the job ran (its change at LSN {lsn_text(lsn)}) - columns "
+                f"{change}; schema.change.behavior = exception stops the job: set lenient (new columns reach the "
+                "sinks, dropped ones stay, null) or ignore (the planned columns only) in the Postgres-CDC source")})
+        if added and behavior == "lenient":
+            raise RuntimeFailure("RUNTIME.SCHEMA_CHANGED", {"detail": (
+                f"table {table.table_id} has new columns {', '.join(added)} (its change at LSN {lsn_text(lsn)}); "
+                "the pipeline is planned again to read them")})
+        self._checked[relation.oid] = relation
 
     def _row(self, table: TableSchema, kind: str, lsn: int, values: dict | None) -> tuple:
         out: list = [None] * self.width

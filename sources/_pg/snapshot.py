@@ -411,7 +411,11 @@ def read_chunk(spec: Any, data: Any, log: Any, window: Window, shape: Any, table
                 time.sleep(min(0.5, 0.02 * (attempt + 1)))
                 continue
             where, params = _range_sql(table, lo, hi)
-            columns = ", ".join(ident(n) for n in names)
+            with data.cursor() as cur:  # a planned column dropped since (schema.change.behavior = lenient): null
+                cur.execute("SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0 "
+                            "AND NOT attisdropped", (relation(table_id),))
+                present = {r[0] for r in cur.fetchall()}
+            columns = ", ".join(ident(n) if n in present else f"NULL AS {ident(n)}" for n in names)
             skip = None
             if changed.rows:
                 skip = pa.array(["\x00".join(k) for k in changed.rows], pa.string())

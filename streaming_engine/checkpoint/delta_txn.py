@@ -135,6 +135,23 @@ def location(spark: "SparkSession", t: "Target") -> str | None:
     return row[0] if row else None
 
 
+def new_columns(spark: "SparkSession", t: "Target", schema: "StructType") -> list:
+    """The fields of ``schema`` the existing table ``t`` lacks (names compared
+    as Delta compares them, ignoring case), in ``schema``'s order."""
+    table = spark.read.format("delta").load(t.name) if t.is_path else spark.table(t.name)
+    have = {f.name.lower() for f in table.schema.fields}
+    return [f for f in schema.fields if f.name.lower() not in have]
+
+
+def add_columns(spark: "SparkSession", t: "Target", fields: list) -> None:
+    """Add ``fields`` (nullable) to the end of table ``t``'s schema: Delta's
+    ALTER TABLE ADD COLUMNS, a commit of metadata only (rows written before
+    read null in them). Idempotent across a crash: a restart finds them there."""
+    name = f"delta.`{t.name.replace('`', '``')}`" if t.is_path else t.name
+    columns = ", ".join(f"`{f.name.replace('`', '``')}` {f.dataType.simpleString()}" for f in fields)
+    spark.sql(f"ALTER TABLE {name} ADD COLUMNS ({columns})")
+
+
 def _last_checkpoint_version(jvm, fs, log_dir) -> int:
     import json
 

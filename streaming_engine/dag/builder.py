@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections import Counter, deque
 from dataclasses import dataclass
+from typing import Mapping
 
 from streaming_engine.config.loader import RawBlock, RawJob, clipped, config_error
 from streaming_engine.config.models import did_you_mean, parse_env, validate_block, wiring_of
@@ -33,7 +34,7 @@ class _Node:
     dataset: str | None  # dataset name produced (configured or implicit)
 
 
-def build_dag(raw: RawJob, strict: bool = False) -> LogicalDag:
+def build_dag(raw: RawJob, strict: bool = False, planned: Mapping[str, Dataset] | None = None) -> LogicalDag:
     problems: list[Problem] = list(raw.warnings)
     env, env_problems = parse_env(raw.env, raw.file, strict)
     problems += env_problems
@@ -52,7 +53,7 @@ def build_dag(raw: RawJob, strict: bool = False) -> LogicalDag:
     cyclic = _check_cycles(nodes, edges, problems)
     _check_reachability(nodes, edges, cyclic, problems)
 
-    schemas = _propagate_schemas(nodes, edges, by_id, problems)
+    schemas = _propagate_schemas(nodes, edges, by_id, problems, planned or {})
 
     errors = [p for p in problems if p.severity == "error"]
     if errors:
@@ -278,8 +279,11 @@ def _topological(nodes: list[_Node], edges: list[LogicalEdge]) -> list[str]:
 
 
 def _propagate_schemas(
-    nodes: list[_Node], edges: list[LogicalEdge], by_id: dict[str, _Node], problems: list[Problem]
+    nodes: list[_Node], edges: list[LogicalEdge], by_id: dict[str, _Node], problems: list[Problem],
+    planned: Mapping[str, Dataset],
 ) -> dict[str, Dataset]:
+    """``planned``: a source's dataset when the running job was planned before
+    (by vertex id; a job planned again for a schema change, ``Source.output_after``)."""
     schemas: dict[str, Dataset | None] = {}
     inputs_of: dict[str, list[str]] = {n.id: [] for n in nodes}
     for e in edges:
@@ -292,7 +296,8 @@ def _propagate_schemas(
             continue
         try:
             if n.block.section == "source":
-                schemas[vid] = n.plugin.output()  # type: ignore[attr-defined]
+                before = planned.get(vid)
+                schemas[vid] = n.plugin.output() if before is None else n.plugin.output_after(before)  # type: ignore[attr-defined]
             elif n.block.section == "transform":
                 _check_truncates(n, upstream)  # type: ignore[arg-type]
                 schemas[vid] = n.plugin.output(upstream)  # type: ignore[attr-defined]

@@ -372,6 +372,12 @@ class Source(Plugin):
     def output(self) -> Dataset:
         raise NotImplementedError
 
+    def output_after(self, planned: Dataset) -> Dataset:
+        """The output when the running job is planned again because a table's
+        columns changed (the runner, on ``[RUNTIME.SCHEMA_CHANGED]``), given
+        what this source was planned to produce before. Default: :meth:`output`."""
+        return self.output()
+
     def describe(self) -> str:
         """One line for the physical plan: what Spark will read."""
         return self.name

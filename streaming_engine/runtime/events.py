@@ -104,6 +104,19 @@ class PipelineFailed(Event):
 
 
 @dataclass(frozen=True)
+class PipelineReplanned(Event):
+    """A source found a table's columns changed while the job ran: the
+    pipeline was planned again from the job's config (``columns``: what the
+    new plan reads that the old one did not, per table) and starts again at
+    once from its checkpoint; the epoch in flight is read again with them."""
+
+    pipeline: str
+    attempt: int
+    change: str
+    columns: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class JobStopping(Event):
     """A stop was asked for (signal, timeout, the control plane): no
     pipeline restarts; running queries are stopped. ``savepoint``: a drain,

@@ -52,6 +52,17 @@ _CONDITION = re.compile(r"\[([A-Z][A-Z_]*(?:\.[A-Z_]+)+)\]")
 _SQLSTATE = re.compile(r"SQLSTATE:?\s*([0-9A-Z]{5})")
 
 
+SCHEMA_CHANGED = "RUNTIME.SCHEMA_CHANGED"
+
+
+def replan_requested(message: str) -> bool:
+    """Whether the failure is a source's report that a table's columns changed
+    while the job ran (``[RUNTIME.SCHEMA_CHANGED]``): the pipeline is planned
+    again from its config (the source reads the new columns) and restarted at
+    once, without using a restart of its strategy."""
+    return SCHEMA_CHANGED in _CONDITION.findall(message)
+
+
 def retriable(message: str, job_name: str = "") -> bool:
     """Whether a restart may heal the failure ``message`` (a pipeline's error
     text). The job's name is left out of the look: a job called ``CONFIG.x``

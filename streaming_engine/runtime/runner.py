@@ -35,6 +35,7 @@ from streaming_engine.runtime.events import (
     JobStarted,
     JobStopping,
     PipelineFailed,
+    PipelineReplanned,
     PipelineFinished,
     PipelineStarted,
     PipelineStarting,
@@ -61,6 +62,7 @@ class _Running:
     error: str | None = None
     reported: int = -1  # the newest micro-batch whose progress was published
     start_at: float = 0.0  # monotonic time of the next (re)start while ``query`` is None
+    job: CompiledJob | None = None  # what the pipeline was planned from (planned again when a schema changes)
 
 
 @dataclass
@@ -131,7 +133,7 @@ def execute(
 
     stop = stop or threading.Event()
     _install_signal_handlers(stop)
-    running = [_Running(r, restart.tracker(dag.env)) for r in runners]
+    running = [_Running(r, restart.tracker(dag.env), job=job) for r in runners]
     try:
         status, error = _supervise(bus, running, epochs, stop, stop_after_epochs, timeout_s, savepoint)
     except EngineError as e:
@@ -245,13 +247,12 @@ def _launch(bus: EventBus, item: _Running) -> bool:
 def _failed(bus: EventBus, item: _Running, message: str) -> bool:
     """The pipeline failed: schedule its restart, or (True) end it FAILED."""
     r = item.runner
+    if restart.replan_requested(message) and item.job is not None:
+        return _replan(bus, item, message)
     delay = item.restarts.on_failure(time.monotonic()) if restart.retriable(message, r.dag.job_name) else None
     bus.publish(PipelineFailed(r.dag.job_name, r.pipeline.key, item.attempt, message, delay))
     if delay is None:
-        item.error = message
-        item.done = True
-        _finished(bus, item, "FAILED", message)
-        return True
+        return _failed_for_good(bus, item, message)
     log.warning(
         "restarting pipeline",
         extra={"pipeline": r.pipeline.name, "attempt": item.attempt + 1, "in_seconds": round(delay, 3),
@@ -260,6 +261,52 @@ def _failed(bus: EventBus, item: _Running, message: str) -> bool:
     item.query = None
     item.attempt += 1
     item.start_at = time.monotonic() + delay
+    return False
+
+
+def _failed_for_good(bus: EventBus, item: _Running, message: str) -> bool:
+    item.error = message
+    item.done = True
+    _finished(bus, item, "FAILED", message)
+    return True
+
+
+def _replan(bus: EventBus, item: _Running, message: str) -> bool:
+    """A source reported that a table's columns changed while the job ran:
+    plan the job again from its config (the source reads the tables' columns
+    again; transforms and sinks are planned for them: a transform that no
+    longer fits fails here, naming itself) and start the pipeline again at
+    once from its checkpoint. No restart of the strategy is used. True when
+    the new plan cannot run (the pipeline then fails for good)."""
+    r = item.runner
+    assert item.job is not None
+    before = {t.table_id: set(t.names) for t in r.combined_dataset().tables}
+    try:
+        job = item.job.recompile()
+    except EngineError as e:
+        text = f"{message}; planning the job again for the change failed: {e}"
+        bus.publish(PipelineFailed(r.dag.job_name, r.pipeline.key, item.attempt, text, None))
+        return _failed_for_good(bus, item, text)
+    pipeline = next((p for p in job.plan.pipelines if p.key == r.pipeline.key), None)
+    new = PipelineRunner(r.spark, job.dag, pipeline, r.bus, r.ledger_path) if pipeline is not None else None
+    added = tuple(
+        f"{t.table_id}.{c}" for t in (new.combined_dataset().tables if new is not None else ())
+        for c in t.names if c not in before.get(t.table_id, set(t.names))
+    )
+    if new is None or not added:
+        text = (f"{message}; planned again, the source still reads the same columns (was a column added and dropped "
+                "again since?): stop the job and start it again") if new is not None else (
+                f"{message}; planned again, the job has no pipeline {r.pipeline.key} any more")
+        bus.publish(PipelineFailed(r.dag.job_name, r.pipeline.key, item.attempt, text, None))
+        return _failed_for_good(bus, item, text)
+    r.dag, r.pipeline, r._maintenance = job.dag, pipeline, None  # type: ignore[assignment]
+    item.job = job
+    bus.publish(PipelineReplanned(r.dag.job_name, r.pipeline.key, item.attempt, message, added))
+    log.warning("planned the pipeline again for a schema change",
+                extra={"pipeline": r.pipeline.name, "added": list(added), "change": message})
+    item.query = None
+    item.attempt += 1
+    item.start_at = time.monotonic()
     return False
 
 

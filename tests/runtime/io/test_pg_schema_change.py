@@ -1,0 +1,243 @@
+"""Postgres-CDC: a table's columns change while the job runs (schema.change.behavior), real PostgreSQL 15.
+
+lenient (the default): a writer changes two tables the whole time; while the
+job streams, ``evo.a`` gets a new column (filled by the writer from then on)
+and ``evo.b`` loses one. The run (``job.retry.times = 0``: a restart of the
+strategy would fail it) plans its pipeline again once, without ending: the
+Delta tables of ``a`` gain the column, every row written around the change
+keeps its values (the upsert target equals PostgreSQL, the change log
+telescopes to it), ``b``'s dropped column stays in Delta, null in the rows
+changed after the drop.
+
+exception and ignore: the job fails naming the table and the column, and
+what it committed before stays; ignore goes on with the planned columns.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+import psycopg2
+import pytest
+
+from tests.components.fixtures import postgres_db_module  # noqa: F401
+
+SLOT = "pgevo_test"
+
+TABLES = """
+CREATE SCHEMA evo;
+CREATE TABLE evo.a (id int PRIMARY KEY, v text);
+CREATE TABLE evo.b (id int PRIMARY KEY, n int, gone text);
+ALTER TABLE evo.a REPLICA IDENTITY FULL;
+ALTER TABLE evo.b REPLICA IDENTITY FULL;
+INSERT INTO evo.a SELECT i, 'a' || i FROM generate_series(1, 200) i;
+INSERT INTO evo.b SELECT i, i, 'g' || i FROM generate_series(1, 200) i;
+"""
+
+JOB = """
+env {{ job.name = pgevo, job.mode = STREAMING, checkpoint.interval = 200 }}
+source {{
+  Postgres-CDC {{
+    plugin_output = pg
+    base-url = "jdbc:postgresql://{host}:{port}/postgres"
+    username = postgres
+    table-names = [{tables}]
+    slot.name = {slot}
+    {extra}
+  }}
+}}
+transform {{ RowKindExtractor {{ plugin_input = pg, plugin_output = kinds }} }}
+sink {{
+  Delta {{ plugin_input = pg, path = "${{work}}/state/${{table_name}}", save_mode = upsert }}
+  Delta {{ plugin_input = kinds, path = "${{work}}/log/${{table_name}}" }}
+}}
+"""
+
+
+def _connect(pg):
+    conn = psycopg2.connect(pg.dsn)
+    conn.autocommit = True
+    return conn
+
+
+def _slot_past(cur, slot: str, lsn: str) -> bool:
+    cur.execute("SELECT confirmed_flush_lsn >= %s::pg_lsn FROM pg_replication_slots WHERE slot_name = %s", (lsn, slot))
+    row = cur.fetchone()
+    return bool(row and row[0])
+
+
+def _drop(cur, slot: str) -> None:
+    cur.execute("SELECT pg_drop_replication_slot(%s) FROM pg_replication_slots WHERE slot_name = %s", (slot, slot))
+    cur.execute(f"DROP PUBLICATION IF EXISTS {slot}")
+
+
+def _committed(work) -> int:
+    """Epochs the job's query committed so far (its checkpoint's commit files)."""
+    return sum(1 for p in (work / "checkpoints").rglob("commits/*") if p.name.isdigit())
+
+
+def _telescopes(rows, want: list[tuple]) -> None:
+    added, removed = Counter(), Counter()
+    for r in rows:
+        (added if r[0] in ("+I", "+U") else removed)[tuple(r[1:])] += 1
+    net = added.copy()
+    net.subtract(removed)
+    assert +net == Counter(want) and not -net, (
+        f"the change log does not telescope to the table: extra {list((+net - Counter(want)).items())[:3]}, "
+        f"missing {list((Counter(want) - +net).items())[:3]}, removed more than added {list((-net).items())[:3]}")
+
+
+@pytest.mark.timeout(600)
+def test_a_column_added_while_the_job_runs_reaches_delta_without_a_restart_and_no_row_loses_a_value(
+        spark, run_job_text, postgres_db_module, tmp_path):
+    from streaming_engine.runtime.events import PipelineFailed, PipelineReplanned
+
+    pg = postgres_db_module
+    conn = _connect(pg)
+    cur = conn.cursor()
+    cur.execute(TABLES)
+    job = JOB.format(host=pg.host, port=pg.port, slot=SLOT, tables='"postgres.evo.a", "postgres.evo.b"', extra="")
+    state = {"step": 0, "altered": False}
+    stop_writer, stopper, turn = threading.Event(), threading.Event(), threading.Lock()
+
+    def writer() -> None:
+        w = _connect(pg).cursor()
+        while not stop_writer.is_set():
+            with turn:
+                _round(w)
+            time.sleep(0.02)
+        w.connection.close()
+
+    def _round(w) -> None:
+        state["step"] += 1
+        s = state["step"]
+        if state["altered"]:
+            w.execute("UPDATE evo.a SET v = %s, extra = %s WHERE id = %s", (f"u{s}", f"x{s}", s % 200 + 1))
+            w.execute("INSERT INTO evo.a (id, v, extra) VALUES (%s, 'n', %s)", (1000 + s, f"y{s}"))
+            w.execute("UPDATE evo.b SET n = n + 1 WHERE id = %s", (s % 100 + 1,))  # 101-200 keep their value
+        else:
+            w.execute("UPDATE evo.a SET v = %s WHERE id = %s", (f"u{s}", s % 200 + 1))
+            w.execute("INSERT INTO evo.a (id, v) VALUES (%s, 'n')", (1000 + s,))
+            w.execute("UPDATE evo.b SET n = n + 1, gone = %s WHERE id = %s", (f"h{s}", s % 200 + 1))
+        w.execute("DELETE FROM evo.b WHERE id = %s", (300 + s,))
+        w.execute("INSERT INTO evo.b (id, n) VALUES (%s, 0)", (300 + s + 1,))
+
+    def conductor() -> None:
+        c = _connect(pg).cursor()
+        t = threading.Thread(target=writer, daemon=True)
+        deadline = time.monotonic() + 200
+        while _committed(tmp_path) < 3 and time.monotonic() < deadline:  # the snapshot is in, changes stream
+            time.sleep(0.2)
+        t.start()
+        time.sleep(2.0)
+        # both changes in one transaction with the writer's rows around them: the writer's next statements
+        # (a separate connection) fill the new column; b's dropped column is null from then on
+        with turn:
+            c.execute("BEGIN; ALTER TABLE evo.a ADD COLUMN extra text; ALTER TABLE evo.b DROP COLUMN gone; COMMIT")
+            state["altered"] = state["step"]
+        time.sleep(4.0)
+        stop_writer.set()
+        t.join()
+        c.execute("SELECT pg_current_wal_insert_lsn()::text")
+        last = c.fetchone()[0]
+        while time.monotonic() < deadline + 120 and not _slot_past(c, SLOT, last):
+            time.sleep(0.3)
+        state["advanced"] = _slot_past(c, SLOT, last)
+        stopper.set()
+
+    try:
+        f = threading.Thread(target=conductor, daemon=True)
+        f.start()
+        ran = run_job_text(job, stop=stopper, timeout_s=400)
+        f.join()
+        assert ran.result.status in ("FINISHED", "CANCELED"), ran.result.error
+        assert state.get("advanced"), "the slot never passed the writer's last commit"
+        assert state["step"] > 50, state
+        replans = [e for e in ran.events if isinstance(e, PipelineReplanned)]
+        assert [e.columns for e in replans] == [("postgres.evo.a.extra",)], replans
+        assert not [e for e in ran.events if isinstance(e, PipelineFailed)], "a schema change is not a failure"
+
+        cur.execute("SELECT id, v, extra FROM evo.a")
+        want_a = sorted(tuple(r) for r in cur.fetchall())
+        assert sum(1 for r in want_a if r[2] is not None) > 20 and sum(1 for r in want_a if r[2] is None) > 20
+        got_a = spark.read.format("delta").load(str(tmp_path / "state" / "a"))
+        assert got_a.columns == ["id", "v", "extra"]
+        assert sorted(tuple(r) for r in got_a.collect()) == want_a, "the upsert target of a differs from PostgreSQL"
+        log_a = spark.read.format("delta").load(str(tmp_path / "log" / "a"))
+        _telescopes(log_a.select("row_kind", "id", "v", "extra").collect(), want_a)
+
+        cur.execute("SELECT id, n FROM evo.b")
+        want_b = sorted(tuple(r) for r in cur.fetchall())
+        got_b = spark.read.format("delta").load(str(tmp_path / "state" / "b"))
+        assert "gone" in got_b.columns, "lenient keeps a dropped column"
+        assert sorted(tuple(r) for r in got_b.select("id", "n").collect()) == want_b
+        # rows the writer changed after the drop: null; rows it did not: their value from before the drop
+        gone = {r["id"]: r["gone"] for r in got_b.collect()}
+        after = {s % 100 + 1 for s in range(state["altered"] + 1, state["step"] + 1)}
+        assert after and all(gone[i] is None for i in after), sorted(i for i in after if gone[i] is not None)[:5]
+        assert all(gone[i] is not None and gone[i][0] in "gh" for i in range(101, 201)), "a value from before the drop lost"
+        assert gone[300 + state["step"] + 1] is None
+    finally:
+        stop_writer.set()
+        stopper.set()
+        _drop(cur, SLOT)
+        cur.execute("DROP SCHEMA evo CASCADE")
+        conn.close()
+
+
+@pytest.mark.timeout(400)
+def test_exception_fails_naming_the_change_and_keeps_what_was_committed_and_ignore_goes_on(
+        spark, run_job_text, postgres_db_module, tmp_path):
+    from streaming_engine.runtime.events import PipelineReplanned
+
+    pg = postgres_db_module
+    conn = _connect(pg)
+    cur = conn.cursor()
+    cur.execute("CREATE SCHEMA evx; CREATE TABLE evx.s (id int PRIMARY KEY, v text); "
+                "ALTER TABLE evx.s REPLICA IDENTITY FULL; INSERT INTO evx.s VALUES (1, 'a'), (2, 'b')")
+    slot = "pgevx_test"
+    try:
+        for behavior, new_id in (("exception", 10), ("ignore", 11)):
+            job = JOB.format(host=pg.host, port=pg.port, slot=slot, tables='"postgres.evx.s"',
+                             extra=f"schema.change.behavior = {behavior}").replace("pgevo", f"pgevx_{behavior}")
+            job = job.replace("/state/", f"/state_{behavior}/").replace("/log/", f"/log_{behavior}/")
+            stop = threading.Event()
+
+            def conductor() -> None:
+                c = _connect(pg).cursor()
+                deadline = time.monotonic() + 150
+                while _committed(tmp_path) < 2 and time.monotonic() < deadline:  # the snapshot is in
+                    time.sleep(0.2)
+                c.execute(f"ALTER TABLE evx.s ADD COLUMN c_{behavior} int")
+                c.execute(f"INSERT INTO evx.s (id, v, c_{behavior}) VALUES (%s, 'c', 7)", (new_id,))
+                c.execute("SELECT pg_current_wal_insert_lsn()::text")
+                last = c.fetchone()[0]
+                while time.monotonic() < deadline and not _slot_past(c, slot, last) and not stop.is_set():
+                    time.sleep(0.3)
+                stop.set()
+
+            t = threading.Thread(target=conductor, daemon=True)
+            t.start()
+            ran = run_job_text(job, stop=stop, timeout_s=200)
+            stop.set()
+            t.join()
+            got = spark.read.format("delta").load(str(tmp_path / f"state_{behavior}" / "s"))
+            assert not [e for e in ran.events if isinstance(e, PipelineReplanned)]
+            if behavior == "exception":
+                assert ran.result.status == "FAILED", ran.result
+                assert "[SCHEMA.CHANGED]" in ran.result.error and "postgres.evx.s" in ran.result.error, ran.result.error
+                assert "added: c_exception" in ran.result.error and "schema.change.behavior" in ran.result.error
+                assert sorted(tuple(r) for r in got.collect()) == [(1, "a"), (2, "b")], "what was committed stays"
+                _drop(cur, slot)
+                cur.execute("ALTER TABLE evx.s DROP COLUMN c_exception")
+                (tmp_path / "checkpoints").rename(tmp_path / "checkpoints_exception")  # _committed counts the next
+            else:
+                assert ran.result.status in ("FINISHED", "CANCELED"), ran.result.error
+                assert got.columns == ["id", "v"]
+                assert sorted(tuple(r) for r in got.collect()) == [(1, "a"), (2, "b"), (10, "c"), (11, "c")]
+    finally:
+        _drop(cur, slot)
+        cur.execute("DROP SCHEMA evx CASCADE")
+        conn.close()
