@@ -29,7 +29,8 @@ from streaming_engine.checkpoint.ledger import ledger_path
 from streaming_engine.plan.physical import checkpoint_location, slug
 from streaming_engine.plan.render import to_json
 from streaming_engine.runtime.events import (
-    Event, EventBus, JobStopping, PipelineFailed, PipelineFinished, PipelineStarted, PipelineStarting, StateChanged,
+    Event, EventBus, JobStopping, PipelineFailed, PipelineFinished, PipelineReplanned, PipelineStarted, PipelineStarting,
+    StateChanged,
 )
 from streaming_engine.runtime.runner import JobResult, execute
 
@@ -277,6 +278,10 @@ class JobMaster:
                                          f"(restart {self.restarts[e.pipeline]})")
             elif self.state.state in (J.SCHEDULED, J.RUNNING, J.CANCELING):
                 self._move(self.state, J.FAILING, f"{e.pipeline}: {e.error}")
+        elif isinstance(e, PipelineReplanned):  # its query stopped for a schema change; no restart is counted
+            m = self.pipelines[e.pipeline]
+            self._move(m, P.FAILING, e.change)
+            self._move(m, P.CREATED, f"planned again for a schema change (new columns {', '.join(e.columns)})")
         elif isinstance(e, JobStopping):
             if self.state.state in (J.SCHEDULED, J.RUNNING):
                 self._move(self.state, J.DOING_SAVEPOINT if e.savepoint else J.CANCELING,

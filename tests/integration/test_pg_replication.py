@@ -214,3 +214,41 @@ def test_an_unreachable_database_is_a_plan_error_naming_it_never_the_password():
         compile_text(job, file="job.conf")
     text = str(e.value)
     assert f"cannot connect to 127.0.0.1:{port}/postgres as 'u'" in text and "s3cret-pw" not in text
+
+
+def test_schema_change_behavior_per_source_and_per_table_and_what_is_refused():
+    from sources.postgres_cdc import PostgresCdcOptions
+
+    base = {"base-url": "jdbc:postgresql://h:5432/db", "username": "u", "table-names": ["db.public.a", "db.public.b"]}
+    o = PostgresCdcOptions.model_validate({**base, "schema.change.behavior": "ignore", "table-names-config": [
+        {"table": "db.public.b", "schema.change.behavior": "exception"}]})
+    assert o.schema_changes() == {"db.public.a": "ignore", "db.public.b": "exception"}
+    assert PostgresCdcOptions.model_validate(base).schema_changes() == {"db.public.a": "lenient", "db.public.b": "lenient"}
+    for bad, says in (({"schema.change.behavior": "evolve"}, "column mapping"),
+                      ({"table-names-config": [{"table": "db.public.b", "schema.change.behavior": "try_evolve"}]},
+                       "schema.change.behavior of 'db.public.b' = try_evolve"),
+                      ({"table-names-config": [{"table": "db.public.c", "schema.change.behavior": "ignore"}]},
+                       "table-names does not list")):
+        with pytest.raises(ValueError, match=says):
+            PostgresCdcOptions.model_validate({**base, **bad})
+
+
+def test_planned_again_a_lenient_table_keeps_a_dropped_column_and_adds_the_new_ones_at_the_end():
+    from sources.postgres_cdc import PostgresCdc, PostgresCdcOptions
+    from streaming_engine.schema import Column, Dataset, TableSchema
+
+    o = PostgresCdcOptions.model_validate({
+        "base-url": "jdbc:postgresql://h:5432/db", "username": "u", "table-names": ["db.public.a", "db.public.b"],
+        "table-names-config": [{"table": "db.public.b", "schema.change.behavior": "ignore"}]})
+    src = PostgresCdc(o)
+    before = Dataset((TableSchema("db.public.a", (Column("id", "int", False), Column("gone", "string"), Column("v", "string")), ("id",)),
+                      TableSchema("db.public.b", (Column("id", "int", False), Column("gone", "string")), ("id",))))
+    src.__dict__["_dataset"] = Dataset((  # what the catalog says now (no connection needed: discovery is cached)
+        TableSchema("db.public.a", (Column("id", "int", False), Column("v", "string"), Column("new", "bigint")), ("id",)),
+        TableSchema("db.public.b", (Column("id", "int", False), Column("new", "bigint")), ("id",))))
+    after = src.output_after(before)
+    a, b = after.tables
+    assert [(c.name, c.type, c.nullable) for c in a.columns] == [
+        ("id", "int", False), ("gone", "string", True), ("v", "string", True), ("new", "bigint", True)]
+    assert b.names == ("id", "new")  # ignore: the catalog's columns
+    assert src.output() is after

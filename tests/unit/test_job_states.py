@@ -176,3 +176,30 @@ def test_a_pipeline_restarted_for_weeks_keeps_a_bounded_history_in_memory():
         for s in (P.FAILING, P.CREATED, P.SCHEDULED, P.DEPLOYING, P.RUNNING):
             m.move(s)
     assert len(m.history) <= 64 and m.history[-1].new == "RUNNING"
+
+
+def test_a_source_reporting_new_columns_asks_for_a_new_plan_and_a_schema_change_it_refuses_is_final():
+    replan = "RuntimeFailure: [RUNTIME.FAILED] job j, pipeline-1, epoch 4: PythonException: [RUNTIME.SCHEMA_CHANGED] table a"
+    assert restart.replan_requested(replan)
+    refused = "[RUNTIME.FAILED] job j, epoch 4: PythonException: [SCHEMA.CHANGED] table a changed while the job ran"
+    assert not restart.replan_requested(refused) and restart.retriable(refused) is False
+    assert not restart.replan_requested("[RUNTIME.FAILED] RUNTIME.SCHEMA_CHANGED without brackets")
+
+
+def test_a_pipeline_planned_again_goes_back_through_created_and_no_restart_is_counted():
+    from streaming_engine.control.master import JobMaster
+    from streaming_engine.job import compile_text
+    from streaming_engine.runtime.events import PipelineReplanned, PipelineStarted, PipelineStarting
+
+    job = compile_text('env { job.name = replanned }\nsource { FakeSource { plugin_output = a, row.num = 1,'
+                       ' schema = { fields { id = int } } } }\nsink { Console { plugin_input = a } }')
+    master = JobMaster(job)
+    (key,) = master.pipelines
+    for e in (PipelineStarting("replanned", key, 1), PipelineStarted("replanned", key, "/ck", 1),
+              PipelineReplanned("replanned", key, 1, "[RUNTIME.SCHEMA_CHANGED] table t has new columns c", ("t.c",)),
+              PipelineStarting("replanned", key, 2), PipelineStarted("replanned", key, "/ck", 2)):
+        master.on_event(e)
+    assert master.pipelines[key].state.name == "RUNNING" and master.restarts[key] == 0
+    moves = [(t.old, t.new, t.cause) for t in master.pipelines[key].history]
+    assert ("RUNNING", "FAILING", "[RUNTIME.SCHEMA_CHANGED] table t has new columns c") in moves
+    assert ("FAILING", "CREATED", "planned again for a schema change (new columns t.c)") in moves
