@@ -14,7 +14,10 @@ committed epoch. The last run stops gracefully once the slot is past the writer'
 Then: each upsert target equals its table; the change log telescopes to it (per table, the rows
 added, +I and +U, minus the rows removed, -U and -D, are exactly the table's rows: a chunk or a
 change applied twice, or one lost, breaks it); every change the writer made after the snapshot
-ended is logged exactly once; no epoch is in a target twice.
+ended is logged exactly once; no epoch is in a target twice. Midway the writer adds a column to
+``t0`` (``ALTER TABLE ... ADD COLUMN``) and fills it from then on: a running job plans its pipeline
+again (schema.change.behavior = lenient), a restarted one plans it from the start; either way the
+column and its values reach both of ``t0``'s Delta tables.
 """
 
 from __future__ import annotations
@@ -80,6 +83,7 @@ class Writer(threading.Thread):
         self.log: list[tuple[str, int, int, str]] = []  # (table, id, n, kind) the change log must hold once
         self.at: list[int] = []  # per log row, a WAL position before its change committed
         self.halt = threading.Event()
+        self.alter_at = ROWS + 300  # the change before which t0 gets a column (``extra``), filled from then on
 
     def run(self) -> None:
         cur = self.conn.cursor()
@@ -91,16 +95,23 @@ class Writer(threading.Thread):
         before = self._lsn(cur)  # the change commits after this position
         t = self.rng.choice(TABLES)
         self.n += 1
+        if self.n == self.alter_at:
+            cur.execute("ALTER TABLE app.t0 ADD COLUMN extra text")
+        extra = t == "t0" and self.n > self.alter_at
         cur.execute(f"SELECT id FROM app.{t}")
         ids = [r[0] for r in cur.fetchall()]
         op = self.rng.random()
         if op < 0.4 or len(ids) < 3:
             self.next_id += 1
-            cur.execute(f"INSERT INTO app.{t} VALUES (%s, 'new', %s)", (self.next_id, self.n))
+            if extra:
+                cur.execute(f"INSERT INTO app.{t} VALUES (%s, 'new', %s, %s)", (self.next_id, self.n, f"e{self.n}"))
+            else:
+                cur.execute(f"INSERT INTO app.{t} VALUES (%s, 'new', %s)", (self.next_id, self.n))
             self.log.append((t, self.next_id, self.n, "+I"))
         elif op < 0.8:
             key = self.rng.choice(ids)
-            cur.execute(f"UPDATE app.{t} SET n = %s, v = 'upd' WHERE id = %s", (self.n, key))
+            cur.execute(f"UPDATE app.{t} SET n = %s, v = 'upd'{', extra = %s' if extra else ''} WHERE id = %s",
+                        (self.n, *([f"x{self.n}"] if extra else []), key))
             self.log.append((t, key, self.n, "+U"))
         elif op < 0.93:
             key = self.rng.choice(ids)
@@ -237,18 +248,22 @@ def test_sigkill_while_reading_the_slot_loses_and_repeats_nothing(request, tmp_p
     _check_no_epoch_twice(tmp_path, "at the end")
 
     spark = request.getfixturevalue("spark")
+    assert writer.n > writer.alter_at, "the writer stopped before it added the column"
+    columns = {t: "id, v, n, extra" if t == "t0" else "id, v, n" for t in TABLES}
     for t in TABLES:
-        got = sorted(tuple(r) for r in spark.read.format("delta").load(str(tmp_path / "state" / t)).select("id", "v", "n").collect())
-        assert got == sorted(pg.execute(f"SELECT id, v, n FROM app.{t}")), t
+        got = sorted(tuple(r) for r in spark.read.format("delta").load(str(tmp_path / "state" / t))
+                     .select(*columns[t].split(", ")).collect())
+        assert got == sorted(pg.execute(f"SELECT {columns[t]} FROM app.{t}")), t
+    assert sum(1 for r in pg.execute("SELECT extra FROM app.t0") if r[0] is not None) > 5
     snapshot_end = _snapshot_end(tmp_path)
     for t in TABLES:
-        rows = spark.read.format("delta").load(str(tmp_path / "log" / t)).select("row_kind", "id", "v", "n").collect()
+        rows = spark.read.format("delta").load(str(tmp_path / "log" / t)).select("row_kind", *columns[t].split(", ")).collect()
         added, removed = Counter(), Counter()
         for r in rows:
-            (added if r.row_kind in ("+I", "+U") else removed)[(r.id, r.v, r.n)] += 1
+            (added if r.row_kind in ("+I", "+U") else removed)[tuple(r[1:])] += 1
         net = added.copy()
         net.subtract(removed)
-        want = Counter(tuple(r) for r in pg.execute(f"SELECT id, v, n FROM app.{t}"))
+        want = Counter(tuple(r) for r in pg.execute(f"SELECT {columns[t]} FROM app.{t}"))
         assert +net == want and not -net, (
             f"{t}: the change log does not telescope to the table: extra {sorted((+net - want).items())[:5]}, "
             f"missing {sorted((want - +net).items())[:5]}, removed more than added {sorted((-net).items())[:5]}")
