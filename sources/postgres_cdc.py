@@ -245,6 +245,9 @@ class PostgresCdc(Source):
                 f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}")}) from None
         try:
             with db.cursor() as cur:
+                # the WAL position before the catalog is read: a change before it may show a table's older columns
+                cur.execute("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn")
+                self.__dict__["_planned_at"] = int(cur.fetchone()[0])
                 keys = {c.table: list(c.primaryKeys or ()) for c in o.table_names_config or ()}
                 infos = discover(cur, conn.database, list(o.table_names), keys)
         except ValueError as e:
@@ -310,5 +313,6 @@ class PostgresCdc(Source):
         conn = o.connection()
         spec = Spec(replace(conn, password=None), o.slot, o.slot, ctx.dataset.tables, o.server_time_zone,
                     o.truncate_events, snapshot=o.startup_mode == "initial", split_size=o.snapshot_split_size,
-                    chunks_per_epoch=o.snapshot_chunks_per_epoch, schema_changes=o.schema_changes())
+                    chunks_per_epoch=o.snapshot_chunks_per_epoch, schema_changes=o.schema_changes(),
+                    planned_at=self.__dict__.get("_planned_at", 0))
         return read_stream(spec, conn.password, ctx)

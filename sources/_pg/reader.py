@@ -51,6 +51,7 @@ class Spec:
     chunks_per_epoch: int = 32  # snapshot.chunks.per.epoch
     tasks: int = 2  # the Spark tasks an epoch's chunks are dealt to (the session's default parallelism)
     schema_changes: dict = field(default_factory=dict)  # table id -> schema.change.behavior (lenient when absent)
+    planned_at: int = 0  # the WAL position when the tables' columns were read (changes before it: older columns)
 
     @property
     def dataset(self) -> Dataset:
@@ -149,8 +150,8 @@ class _Rows:
                     "REPLICA IDENTITY FULL and restart the job")})
             assert old is not None
             new = {k: (old[k] if v is UNCHANGED_TOAST else v) for k, v in new.items()}
-        if self._checked.get(relation.oid) is not relation:
-            self._check_columns(table, relation, lsn)
+        if lsn >= self.spec.planned_at and self._checked.get(relation.oid) is not relation:
+            self._check_columns(table, relation, lsn)  # (before: a shape older than the plan, not a change)
         read = self.progress.read  # False: the key's snapshot chunk is still to come and will hold this change
         tid = table.table_id
         if change.kind == "I":
@@ -175,7 +176,9 @@ class _Rows:
 
     def _check_columns(self, table: TableSchema, relation: Relation, lsn: int) -> None:
         """A table's columns as the slot describes them now against those the pipeline was planned for
-        (once per Relation message): what ``schema.change.behavior`` says about a difference."""
+        (once per Relation message, for changes after the plan read the catalog: one before it may show the
+        columns of its time, e.g. read again after a restart that planned a column added since, which is
+        no change): what ``schema.change.behavior`` says about a difference."""
         names = [c.name for c in relation.columns]
         planned = {c.name for c in table.columns}
         added = [n for n in names if n not in planned]

@@ -294,8 +294,9 @@ def _replan(bus: EventBus, item: _Running, message: str) -> bool:
         for c in t.names if c not in before.get(t.table_id, set(t.names))
     )
     if new is None or not added:
-        text = (f"{message}; planned again, the source still reads the same columns (was a column added and dropped "
-                "again since?): stop the job and start it again") if new is not None else (
+        text = (f"{message}; planned again, the source still reads the same columns (the column was dropped again "
+                "since): set the table's schema.change.behavior = ignore until the job is past the change (the "
+                "column's values of that time are not read), then set it back") if new is not None else (
                 f"{message}; planned again, the job has no pipeline {r.pipeline.key} any more")
         bus.publish(PipelineFailed(r.dag.job_name, r.pipeline.key, item.attempt, text, None))
         return _failed_for_good(bus, item, text)

@@ -241,3 +241,48 @@ def test_exception_fails_naming_the_change_and_keeps_what_was_committed_and_igno
         _drop(cur, slot)
         cur.execute("DROP SCHEMA evx CASCADE")
         conn.close()
+
+
+@pytest.mark.timeout(400)
+def test_a_restart_plans_a_column_added_while_stopped_and_older_changes_read_after_it_are_no_change(
+        spark, run_job_text, postgres_db_module, tmp_path):
+    """Under ``exception``: changes from before the ADD COLUMN, read by the run that planned the column,
+    carry the table's older columns; they are not a schema change (the plan's WAL position says so)."""
+    pg = postgres_db_module
+    conn = _connect(pg)
+    cur = conn.cursor()
+    cur.execute("CREATE SCHEMA evr; CREATE TABLE evr.s (id int PRIMARY KEY, v text); "
+                "ALTER TABLE evr.s REPLICA IDENTITY FULL; INSERT INTO evr.s VALUES (1, 'a'), (2, 'b')")
+    slot = "pgevr_test"
+    job = JOB.format(host=pg.host, port=pg.port, slot=slot, tables='"postgres.evr.s"',
+                     extra="schema.change.behavior = exception").replace("pgevo", "pgevr")
+    try:
+        first = run_job_text(job, stop_after_epochs=2, timeout_s=200)
+        assert first.result.status in ("FINISHED", "CANCELED"), first.result.error
+        cur.execute("INSERT INTO evr.s VALUES (3, 'old')")
+        cur.execute("ALTER TABLE evr.s ADD COLUMN c int")
+        cur.execute("INSERT INTO evr.s VALUES (4, 'new', 7)")
+        cur.execute("UPDATE evr.s SET c = 8 WHERE id = 1")
+        cur.execute("SELECT pg_current_wal_insert_lsn()::text")
+        last = cur.fetchone()[0]
+        stop = threading.Event()
+
+        def stopper() -> None:
+            c = _connect(pg).cursor()
+            deadline = time.monotonic() + 150
+            while time.monotonic() < deadline and not _slot_past(c, slot, last):
+                time.sleep(0.3)
+            stop.set()
+
+        t = threading.Thread(target=stopper, daemon=True)
+        t.start()
+        ran = run_job_text(job, stop=stop, timeout_s=200)
+        t.join()
+        assert ran.result.status in ("FINISHED", "CANCELED"), ran.result.error
+        got = spark.read.format("delta").load(str(tmp_path / "state" / "s"))
+        assert got.columns == ["id", "v", "c"]
+        assert sorted(tuple(r) for r in got.collect()) == [(1, "a", 8), (2, "b", None), (3, "old", None), (4, "new", 7)]
+    finally:
+        _drop(cur, slot)
+        cur.execute("DROP SCHEMA evr CASCADE")
+        conn.close()
