@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
-
-import psycopg2
 import pytest
 
 from tests.components.fixtures import postgres_db_module  # noqa: F401
+from tests.runtime.io.pg_helpers import assert_telescopes, connect as _connect, slot_past as _slot_past
 
 SLOT = "pgevo_test"
 
@@ -56,18 +54,6 @@ sink {{
 """
 
 
-def _connect(pg):
-    conn = psycopg2.connect(pg.dsn)
-    conn.autocommit = True
-    return conn
-
-
-def _slot_past(cur, slot: str, lsn: str) -> bool:
-    cur.execute("SELECT confirmed_flush_lsn >= %s::pg_lsn FROM pg_replication_slots WHERE slot_name = %s", (lsn, slot))
-    row = cur.fetchone()
-    return bool(row and row[0])
-
-
 def _drop(cur, slot: str) -> None:
     cur.execute("SELECT pg_drop_replication_slot(%s) FROM pg_replication_slots WHERE slot_name = %s", (slot, slot))
     cur.execute(f"DROP PUBLICATION IF EXISTS {slot}")
@@ -76,17 +62,6 @@ def _drop(cur, slot: str) -> None:
 def _committed(work) -> int:
     """Epochs the job's query committed so far (its checkpoint's commit files)."""
     return sum(1 for p in (work / "checkpoints").rglob("commits/*") if p.name.isdigit())
-
-
-def _telescopes(rows, want: list[tuple]) -> None:
-    added, removed = Counter(), Counter()
-    for r in rows:
-        (added if r[0] in ("+I", "+U") else removed)[tuple(r[1:])] += 1
-    net = added.copy()
-    net.subtract(removed)
-    assert +net == Counter(want) and not -net, (
-        f"the change log does not telescope to the table: extra {list((+net - Counter(want)).items())[:3]}, "
-        f"missing {list((Counter(want) - +net).items())[:3]}, removed more than added {list((-net).items())[:3]}")
 
 
 @pytest.mark.timeout(600)
@@ -166,7 +141,7 @@ def test_a_column_added_while_the_job_runs_reaches_delta_without_a_restart_and_n
         assert got_a.columns == ["id", "v", "extra"]
         assert sorted(tuple(r) for r in got_a.collect()) == want_a, "the upsert target of a differs from PostgreSQL"
         log_a = spark.read.format("delta").load(str(tmp_path / "log" / "a"))
-        _telescopes(log_a.select("row_kind", "id", "v", "extra").collect(), want_a)
+        assert_telescopes(log_a.select("row_kind", "id", "v", "extra").collect(), want_a)
 
         cur.execute("SELECT id, n FROM evo.b")
         want_b = sorted(tuple(r) for r in cur.fetchall())

@@ -22,12 +22,11 @@ import json
 import random
 import threading
 import time
-from collections import Counter
 
-import psycopg2
 import pytest
 
 from tests.components.fixtures import postgres_db_module  # noqa: F401
+from tests.runtime.io.pg_helpers import assert_telescopes, connect as _connect, slot_past
 
 SLOT = "pgsnap_test"
 BIG = "t" * 20000  # TOASTed (EXTERNAL storage)
@@ -76,12 +75,6 @@ sink {{
 COLUMNS = {"big": ["id", "v", "n", "doc"], "pair": ["a", "b", "v"], "named": ["code", "v"]}
 
 
-def _connect(pg):
-    conn = psycopg2.connect(pg.dsn)
-    conn.autocommit = True
-    return conn
-
-
 def _write(cur, rng: random.Random, step: int) -> None:
     """One round of changes all over the tables."""
     i = rng.randint(1, 7000)
@@ -123,9 +116,7 @@ def _writer(pg, stop: threading.Event, seed: int, state: dict) -> threading.Thre
 
 
 def _slot_past(cur, lsn: str) -> bool:
-    cur.execute("SELECT confirmed_flush_lsn >= %s::pg_lsn FROM pg_replication_slots WHERE slot_name = %s", (lsn, SLOT))
-    row = cur.fetchone()
-    return bool(row and row[0])
+    return slot_past(cur, SLOT, lsn)
 
 
 def _last_offset(work) -> dict:
@@ -214,14 +205,7 @@ def test_the_snapshot_reads_every_row_once_while_writes_go_on_and_resumes_after_
             got = sorted(tuple(r) for r in state.select(*columns).collect())
             assert got == sorted(want), f"{table}: the upsert target differs from PostgreSQL"
             log = spark.read.format("delta").load(str(second.work / "log" / table)).select("row_kind", *columns)
-            added, removed = Counter(), Counter()
-            for r in log.collect():
-                (added if r[0] in ("+I", "+U") else removed)[tuple(r[1:])] += 1
-            net = added.copy()
-            net.subtract(removed)
-            assert +net == Counter(want) and not -net, (
-                f"{table}: the change log does not telescope to the table: extra {list((+net - Counter(want)).items())[:3]}, "
-                f"missing {list((Counter(want) - +net).items())[:3]}, removed more than added {list((-net).items())[:3]}")
+            assert_telescopes(log.collect(), want, table)
     finally:
         cur.execute("SELECT pg_drop_replication_slot(%s) FROM pg_replication_slots WHERE slot_name = %s", (SLOT, SLOT))
         cur.execute(f"DROP PUBLICATION IF EXISTS {SLOT}")
