@@ -254,6 +254,7 @@ class PostgresCdc(Source):
             raise SchemaError("SCHEMA.INVALID", {"detail": f"Postgres-CDC: {e}"}) from None
         finally:
             db.close()
+        self.__dict__["_type_oids"] = {i.schema.table_id: dict(i.type_oids) for i in infos}
         not_full = [i.schema.table_id for i in infos if i.replica_identity != "f"]
         if not_full:
             first = not_full[0].split(".", 1)[1]
@@ -314,5 +315,5 @@ class PostgresCdc(Source):
         spec = Spec(replace(conn, password=None), o.slot, o.slot, ctx.dataset.tables, o.server_time_zone,
                     o.truncate_events, snapshot=o.startup_mode == "initial", split_size=o.snapshot_split_size,
                     chunks_per_epoch=o.snapshot_chunks_per_epoch, schema_changes=o.schema_changes(),
-                    planned_at=self.__dict__.get("_planned_at", 0))
+                    planned_at=self.__dict__.get("_planned_at", 0), type_oids=self.__dict__.get("_type_oids", {}))
         return read_stream(spec, conn.password, ctx)

@@ -98,6 +98,7 @@ class TableInfo:
     schema: TableSchema  # table id database.schema.table
     oid: int
     replica_identity: str  # d, n, f, i
+    type_oids: tuple[tuple[str, int], ...] = ()  # (column, pg_type oid): what pgoutput's Relation messages carry
 
 
 def split_table_names(names: list[str]) -> list[str]:
@@ -124,13 +125,14 @@ def discover(cur: Any, database: str, table_names: list[str], keys: dict[str, li
             raise ValueError(f"table {full!r} does not exist in {database!r} (or is not a table)")
         oid, identity = int(row[0]), row[1]
         cur.execute(
-            "SELECT a.attname, t.typname, a.atttypmod, a.attnotnull FROM pg_attribute a "
+            "SELECT a.attname, t.typname, a.atttypmod, a.attnotnull, a.atttypid FROM pg_attribute a "
             "JOIN pg_type t ON t.oid = a.atttypid WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped "
             # generated columns: pgoutput (before PostgreSQL 18) does not send them, so neither does the snapshot
             "AND a.attgenerated = '' ORDER BY a.attnum", (oid,))
-        columns = []
-        for name, typname, typmod, notnull in cur.fetchall():
+        columns, oids = [], []
+        for name, typname, typmod, notnull, type_oid in cur.fetchall():
             columns.append(Column(name, engine_type(full, name, typname, typmod), nullable=not notnull))
+            oids.append((name, int(type_oid)))
         cur.execute(
             "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
             "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = %s AND i.indisprimary "
@@ -140,7 +142,7 @@ def discover(cur: Any, database: str, table_names: list[str], keys: dict[str, li
         missing = [k for k in pk if k not in names]
         if missing:
             raise ValueError(f"table-names-config gives {full!r} the key {missing}, which it has no column of")
-        out.append(TableInfo(TableSchema(full, tuple(columns), pk), oid, identity))
+        out.append(TableInfo(TableSchema(full, tuple(columns), pk), oid, identity, tuple(oids)))
     return out
 
 

@@ -52,6 +52,7 @@ class Spec:
     tasks: int = 2  # the Spark tasks an epoch's chunks are dealt to (the session's default parallelism)
     schema_changes: dict = field(default_factory=dict)  # table id -> schema.change.behavior (lenient when absent)
     planned_at: int = 0  # the WAL position when the tables' columns were read (changes before it: older columns)
+    type_oids: dict = field(default_factory=dict)  # table id -> {column: pg_type oid} when planned
 
     @property
     def dataset(self) -> Dataset:
@@ -184,6 +185,14 @@ class _Rows:
         added = [n for n in names if n not in planned]
         dropped = [c.name for c in table.columns if c.name not in set(names)]
         behavior = self.spec.schema_changes.get(table.table_id, "lenient")
+        oids = self.spec.type_oids.get(table.table_id, {})
+        retyped = [c.name for c in relation.columns if oids.get(c.name, c.type_oid) != c.type_oid]
+        if retyped and behavior != "ignore":
+            raise SchemaError("SCHEMA.CHANGED", {"detail": (
+                f"table {table.table_id}: the type of {', '.join(retyped)} changed while the job ran (its change at "
+                f"LSN {lsn_text(lsn)}); type changes are not applied: set the table's schema.change.behavior = "
+                "ignore to read the values as the planned types, or stop the job and change the Delta tables' "
+                "columns to the new type before starting it again")})
         change = "; ".join(x for x in (f"added: {', '.join(added)}" if added else "",
                                         f"dropped: {', '.join(dropped)}" if dropped else "") if x)
         if change and behavior == "exception":

@@ -252,3 +252,42 @@ def test_planned_again_a_lenient_table_keeps_a_dropped_column_and_adds_the_new_o
         ("id", "int", False), ("gone", "string", True), ("v", "string", True), ("new", "bigint", True)]
     assert b.names == ("id", "new")  # ignore: the catalog's columns
     assert src.output() is after
+
+
+def test_what_each_behavior_does_with_a_relation_whose_columns_or_types_changed():
+    """``_Rows`` (what an epoch's reader makes of the slot's messages), no server needed: the Relation
+    messages a table's changes come with, against the plan (columns, type oids, the plan's WAL position)."""
+    from sources._pg.catalog import Connection
+    from sources._pg.pgoutput import Change, Column as PgColumn, Relation
+    from sources._pg.reader import Spec, _Rows
+    from streaming_engine.errors import RuntimeFailure, SchemaError
+    from streaming_engine.schema import Column, TableSchema
+
+    table = TableSchema("db.s.t", (Column("id", "int", False), Column("v", "string")), ("id",))
+    conn = Connection.from_url("jdbc:postgresql://h/db", "u", None)
+    planned = {"db.s.t": {"id": 23, "v": 25}}
+
+    def read(behavior: str, columns: tuple, values: tuple, lsn: int = 2000) -> list:
+        rows = _Rows(Spec(conn, "s", "s", (table,), "UTC", "reject", schema_changes={"db.s.t": behavior},
+                          planned_at=1000, type_oids=planned))
+        rows.relations[7] = Relation(7, "s", "t", "f", tuple(PgColumn(n, o, -1, True) for n, o in columns))
+        return list(rows.rows(Change("I", 7, values, None, None), lsn))
+
+    same = (("id", 23), ("v", 25))
+    assert [r[3:5] for r in read("exception", same, ("1", "a"))] == [("1", "a")]
+    added = (*same, ("c", 23))
+    with pytest.raises(RuntimeFailure, match=r"RUNTIME.SCHEMA_CHANGED.*new columns c"):
+        read("lenient", added, ("1", "a", "5"))
+    with pytest.raises(SchemaError, match=r"SCHEMA.CHANGED.*added: c.*schema.change.behavior = exception"):
+        read("exception", added, ("1", "a", "5"))
+    assert [r[3:5] for r in read("ignore", added, ("1", "a", "5"))] == [("1", "a")]
+    assert [r[3:5] for r in read("exception", added, ("1", "a", "5"), lsn=999)] == [("1", "a")]  # older than the plan
+    dropped = (("id", 23),)
+    assert [r[3:5] for r in read("lenient", dropped, ("1",))] == [("1", None)]
+    with pytest.raises(SchemaError, match="dropped: v"):
+        read("exception", dropped, ("1",))
+    retyped = (("id", 23), ("v", 1043))  # text -> varchar
+    for behavior in ("lenient", "exception"):
+        with pytest.raises(SchemaError, match=r"the type of v changed.*not applied"):
+            read(behavior, retyped, ("1", "a"))
+    assert [r[3:5] for r in read("ignore", retyped, ("1", "a"))] == [("1", "a")]
