@@ -194,3 +194,34 @@ sink {{ Delta {{ plugin_input = s, path = "${{work}}/batch", save_mode = upsert 
         pg.execute("SELECT pg_drop_replication_slot('pgbatch') FROM pg_replication_slots WHERE slot_name = 'pgbatch'")
         pg.execute("DROP PUBLICATION IF EXISTS pgbatch")
         pg.execute("DROP TABLE public.batch_t")
+
+
+def test_the_example_job_runs_against_a_database(spark, run_job_text, postgres_db_module, tmp_path):
+    """conf/examples/postgres_cdc_to_delta.conf as a user runs it (-i variables), against the test server."""
+    from pathlib import Path
+
+    pg = postgres_db_module
+    conn = psycopg2.connect(pg.dsn)
+    conn.autocommit = True
+    cur = conn.cursor()
+    cur.execute("CREATE TABLE public.customers (id int PRIMARY KEY, name text); "
+                "CREATE TABLE public.orders (id bigint PRIMARY KEY, customer int, total numeric(12,2)); "
+                "ALTER TABLE public.customers REPLICA IDENTITY FULL; ALTER TABLE public.orders REPLICA IDENTITY FULL; "
+                "INSERT INTO public.customers SELECT i, 'c' || i FROM generate_series(1, 50) i; "
+                "INSERT INTO public.orders SELECT i, i % 50 + 1, i * 1.5 FROM generate_series(1, 300) i")
+    text = (Path(__file__).resolve().parents[3] / "conf" / "examples" / "postgres_cdc_to_delta.conf").read_text()
+    text = text.replace('"work/', f'"{tmp_path}/work/')  # its paths are relative to where the driver runs
+    try:
+        ran = run_job_text(text, variables={"PG_HOST": pg.host, "PG_PORT": str(pg.port), "PG_DB": "postgres",
+                                            "PG_USER": "postgres", "METRICS_PORT": "0"},
+                           stop_after_epochs=1, timeout_s=300)
+        assert ran.result.status in ("FINISHED", "CANCELED"), ran.result.error
+        for table, columns in (("customers", "id, name"), ("orders", "id, customer, total")):
+            got = spark.read.format("delta").load(str(tmp_path / "work" / "lake" / "public" / table))
+            cur.execute(f"SELECT {columns} FROM public.{table}")
+            assert sorted(tuple(r) for r in got.select(*columns.split(", ")).collect()) == sorted(cur.fetchall())
+    finally:
+        cur.execute("SELECT pg_drop_replication_slot('shop_to_lake') FROM pg_replication_slots "
+                    "WHERE slot_name = 'shop_to_lake'")
+        cur.execute("DROP PUBLICATION IF EXISTS shop_to_lake; DROP TABLE public.customers, public.orders")
+        conn.close()
