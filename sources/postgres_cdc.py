@@ -246,7 +246,8 @@ class PostgresCdc(Source):
         try:
             with db.cursor() as cur:
                 # the WAL position before the catalog is read: a change before it may show a table's older columns
-                cur.execute("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn")
+                # (the insert position: past every record already made; the write position may lag behind it)
+                cur.execute("SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn")
                 self.__dict__["_planned_at"] = int(cur.fetchone()[0])
                 keys = {c.table: list(c.primaryKeys or ()) for c in o.table_names_config or ()}
                 infos = discover(cur, conn.database, list(o.table_names), keys)
