@@ -59,7 +59,6 @@ _EXACT_CHUNKS = ("Accepted: chunks are cut at every snapshot.split.size-th key (
 NO_DEBEZIUM = "this engine reads the slot itself (pgoutput); there is no Debezium engine to pass properties to"
 
 
-SCHEMA_CHANGES = ("lenient", "exception", "ignore")
 SchemaChangeBehavior = Literal["lenient", "exception", "ignore", "evolve", "try_evolve"]
 _NO_EVOLVE = ("drops and renames reach Delta only through column mapping (delta.columnMapping.mode = name), "
               "which the engine's writers do not handle yet; lenient adds new columns and keeps dropped ones")
