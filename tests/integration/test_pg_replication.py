@@ -291,3 +291,38 @@ def test_what_each_behavior_does_with_a_relation_whose_columns_or_types_changed(
         with pytest.raises(SchemaError, match=r"the type of v changed.*not applied"):
             read(behavior, retyped, ("1", "a"))
     assert [r[3:5] for r in read("ignore", retyped, ("1", "a"))] == [("1", "a")]
+
+
+def test_planned_again_a_transform_that_no_longer_fits_fails_naming_itself_and_the_column(cur, postgres_db_module):
+    """What the runner does on a schema change (``CompiledJob.recompile``) against the real catalog: a chain
+    planned for the old columns is planned for the new ones (the column reaches the sink through it); a
+    transform whose plan clashes with the new column fails the plan, naming the transform and the column."""
+    from streaming_engine.errors import EngineError
+    from streaming_engine.job import compile_text
+
+    pg = postgres_db_module
+    cur.execute("CREATE SCHEMA app; CREATE TABLE app.t (id int PRIMARY KEY, v text); ALTER TABLE app.t REPLICA IDENTITY FULL")
+    job = """
+    env { job.name = replan, job.mode = STREAMING }
+    source { Postgres-CDC { plugin_output = pg, base-url = "jdbc:postgresql://%s:%d/postgres", username = postgres,
+                            table-names = ["postgres.app.t"], startup.mode = latest, slot.name = replan } }
+    transform {
+      Sql { plugin_input = pg, plugin_output = fits, query = "select *, upper(v) as v_upper from pg" }
+      Sql { plugin_input = pg, plugin_output = clashes, query = "select *, length(v) as extra from pg" }
+    }
+    sink { Console { plugin_input = fits }, Console { plugin_input = clashes } }
+    """ % (pg.host, pg.port)
+    compiled = compile_text(job)
+    sinks = {v.id: v for v in compiled.dag.vertices if v.kind == "sink"}
+    assert [list(v.schema.tables[0].names) for v in sinks.values()] == [["id", "v", "v_upper"], ["id", "v", "extra"]]
+
+    cur.execute("ALTER TABLE app.t ADD COLUMN note text")
+    again = compiled.recompile()
+    assert [list(v.schema.tables[0].names) for v in again.dag.vertices if v.kind == "sink"] == [
+        ["id", "v", "note", "v_upper"], ["id", "v", "note", "extra"]]
+
+    cur.execute("ALTER TABLE app.t ADD COLUMN extra int")
+    with pytest.raises(EngineError) as e:
+        again.recompile()
+    text = str(e.value)
+    assert "transform[2] Sql: column 'extra' would appear twice in table 'postgres.app.t'" in text, text
