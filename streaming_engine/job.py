@@ -25,10 +25,13 @@ class CompiledJob:
     strict: bool = False
     restricted: bool = False
 
-    def recompile(self) -> "CompiledJob":
+    def recompile(self, planned: "Mapping[str, Dataset] | None" = None) -> "CompiledJob":
         """The job planned again from its config (a source's tables changed
-        while it ran: their new columns are read from the source again)."""
-        planned = {v.id: v.schema for v in self.dag.vertices if v.kind == "source"}
+        while it ran: their new columns are read from the source again), given
+        what its sources were planned with before (``planned``, by source
+        vertex id; default: this plan's)."""
+        if planned is None:
+            planned = {v.id: v.schema for v in self.dag.vertices if v.kind == "source"}
         return compile_raw(self.raw, strict=self.strict, job_name=self.dag.job_name, restricted=self.restricted,
                            planned=planned)
 

@@ -16,7 +16,7 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
-from streaming_engine.checkpoint import delta_log, resume
+from streaming_engine.checkpoint import delta_log, files, resume
 from streaming_engine.errors import EngineError
 from streaming_engine.redact import redact_tree
 
@@ -28,31 +28,11 @@ def directory(checkpoint_dir: str, job_slug: str) -> str:
     return f"{checkpoint_dir.rstrip('/')}/{job_slug}/_savepoints"
 
 
-def _fs(spark: "SparkSession", path: str):
-    jvm = spark._jvm  # type: ignore[attr-defined]
-    p = jvm.org.apache.hadoop.fs.Path(path)
-    return jvm, p, p.getFileSystem(spark._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
-
-
-def _read_text(spark: "SparkSession", path: str) -> str | None:
-    jvm, p, fs = _fs(spark, path)
-    try:
-        stream = fs.open(p)
-    except Exception as e:  # noqa: BLE001
-        if "FileNotFoundException" in str(e):
-            return None
-        raise
-    try:
-        return jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
-    finally:
-        stream.close()
-
-
 def offsets(spark: "SparkSession", checkpoint: str, batch: int) -> list[Any]:
     """The source offsets of ``batch`` in Spark's offset log (one per source, in order)."""
     if batch < 0:
         return []
-    text = _read_text(spark, f"{checkpoint.rstrip('/')}/offsets/{batch}")
+    text = files.read_text(spark, f"{checkpoint.rstrip('/')}/offsets/{batch}")
     if text is None:
         return []
     lines = text.splitlines()[2:]  # "v1", the batch's metadata, then one line per source
@@ -80,16 +60,11 @@ def record(spark: "SparkSession", job_id: str, job_name: str, config_hash: str, 
 
 
 def write(spark: "SparkSession", path: str, data: dict[str, Any]) -> None:
-    _, p, fs = _fs(spark, path)
-    out = fs.create(p, False)
-    try:
-        out.write(bytearray(json.dumps(data, indent=2, sort_keys=True, default=str).encode()))
-    finally:
-        out.close()
+    files.write_text(spark, path, json.dumps(data, indent=2, sort_keys=True, default=str))
 
 
 def read(spark: "SparkSession", path: str, job_id: str) -> dict[str, Any]:
-    text = _read_text(spark, path)
+    text = files.read_text(spark, path)
     if text is None:
         raise EngineError("JOB.SAVEPOINT_NOT_FOUND", {"job_id": job_id, "path": path})
     return json.loads(text)

@@ -21,7 +21,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from streaming_engine.checkpoint import ledger, resume
+from streaming_engine.checkpoint import ledger, planned, resume
 from streaming_engine.dag.logical import LogicalDag
 from streaming_engine.errors import EngineError, RuntimeFailure
 from streaming_engine.plan.execution import ExecutionVertex, Pipeline
@@ -122,6 +122,7 @@ class PipelineRunner:
         self._opened = _in_background(self._open_sinks, where)
         try:
             df = self._source_frame()
+            planned.write(self.spark, self.checkpoint, self.planned_sources())  # what a restart plans again
             writer = (
                 df.writeStream.foreachBatch(self._commit_epoch)
                 .option("checkpointLocation", self.checkpoint)
@@ -247,6 +248,10 @@ class PipelineRunner:
 
     def combined_dataset(self) -> Dataset:
         return Dataset(tuple(t for v in self._sources() for t in v.schema.tables))
+
+    def planned_sources(self) -> dict[str, Dataset]:
+        """Each source's tables as this plan reads them (by source vertex id)."""
+        return {lv.id: lv.schema for lv in (self.dag.vertex(v.members[0]) for v in self._sources())}
 
     def _source_frame(self) -> "DataFrame":
         """The streaming DataFrame of the pipeline's source(s), in the row envelope.

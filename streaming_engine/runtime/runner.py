@@ -118,6 +118,13 @@ def execute(
     bus = bus or EventBus()
     spark = spark or build_spark_session(dag.job_name, master, conf=dag.env.spark, extras=required_extras(job.raw))
     add_python_files(spark, job.raw)
+    try:
+        job = _as_last_planned(spark, job)
+    except EngineError as e:
+        error = f"the job's sources were planned differently when it last ran, and planning it again failed: {e}"
+        bus.publish(JobFinished(dag.job_name, "FAILED", error))
+        return JobResult("FAILED", error, [])
+    dag = job.dag
     ledger_path = ledger.ledger_path(dag.env.checkpoint_dir, slug(dag.job_name))
     _attach_metrics(job, bus)
     bus.subscribe(_log_event)
@@ -227,6 +234,28 @@ def _supervise(
         if all(i.done for i in running):
             return "FINISHED", None
         _wait_a_little(running)
+
+
+def _as_last_planned(spark: "SparkSession", job: CompiledJob) -> CompiledJob:
+    """The job as its sources were planned when it last ran (``checkpoint.planned``): planned again when
+    a source's stored tables differ from the fresh plan's (a column a lenient source keeps after the
+    database dropped it), else ``job`` itself."""
+    from streaming_engine.checkpoint import planned
+    from streaming_engine.plan.physical import checkpoint_location
+
+    now = {v.id: v.schema for v in job.dag.vertices if v.kind == "source"}
+    before = {}
+    for p in job.plan.pipelines:
+        before.update({k: d for k, d in planned.read(spark, checkpoint_location(job.dag, p.key)).items()
+                       if k in now and d != now[k]})
+    if not before:
+        return job
+    again = job.recompile(before)
+    changed = sorted(k for k in before if again.dag.vertex(k).schema != now[k])
+    if changed:
+        log.warning("sources planned as when the job last ran", extra={"sources": changed})
+        return again
+    return job
 
 
 def _launch(bus: EventBus, item: _Running) -> bool:

@@ -1,23 +1,29 @@
 """Exactly once from PostgreSQL under crashes: the Postgres-CDC source (its snapshot, then the slot)
--> Delta, the driver SIGKILLed at named points and at a random moment while a writer keeps changing
-three tables.
+-> Delta, the driver SIGKILLed at named points and at random moments while a writer keeps changing
+twenty tables.
 
-The tables start with rows; the job (STREAMING, 200 ms trigger, ``startup.mode = initial``) reads
-them in small chunks, a few per epoch (about ten epochs of snapshot), then streams the slot, and
-writes an upsert target per table and a change log (row kinds kept by RowKindExtractor). Every
-change the writer makes gives ``n`` a value no other change has. The kills (``TARGETED``): two in
-the snapshot (between the two sinks' commits; after the ledger: the epoch committed, the slot not
-yet advanced, so the next run reads the epoch again and must apply nothing of it twice), one at a
-streaming epoch's start, then one at random; ``STREAMING_ENGINE_SOAK`` adds more. After every kill
-the slot's confirmed position is checked against the checkpoint: it never passes the last
-committed epoch. The last run stops gracefully once the slot is past the writer's final commit.
-Then: each upsert target equals its table; the change log telescopes to it (per table, the rows
-added, +I and +U, minus the rows removed, -U and -D, are exactly the table's rows: a chunk or a
-change applied twice, or one lost, breaks it); every change the writer made after the snapshot
-ended is logged exactly once; no epoch is in a target twice. Midway the writer adds a column to
-``t0`` (``ALTER TABLE ... ADD COLUMN``) and fills it from then on: a running job plans its pipeline
-again (schema.change.behavior = lenient), a restarted one plans it from the start; either way the
-column and its values reach both of ``t0``'s Delta tables.
+The tables start with rows, each with a large ``doc`` value stored out of line (TOAST) that no
+change ever updates, so every UPDATE's new row arrives without it ('u' in pgoutput) and must be
+filled from the old row, never written as null. The job (STREAMING, 200 ms trigger,
+``startup.mode = initial``) reads the tables in chunks, eight per epoch (about eight epochs of
+snapshot), then streams the slot, and writes an upsert target per table and a change log (row
+kinds kept by RowKindExtractor): 40 Delta targets an epoch. Every change the writer makes gives
+``n`` a value no other change of its table has. The kills (``TARGETED``, one run each, every run
+killed within about two epochs of its start, so a kill costs a driver start and an epoch or two):
+six in the snapshot and three in the stream at every fault point of an epoch (an epoch's start,
+between a sink's files and its commit, after one sink's tables, between the sinks, before, inside
+and after the ledger: the epoch committed, the slot not yet advanced, so the next run reads it
+again and must apply nothing of it twice), then one at random; ``STREAMING_ENGINE_SOAK=<kills>``
+makes that many random ones. After every kill the slot's confirmed position is checked against
+the checkpoint: it never passes the last committed epoch. The last run stops gracefully once the
+slot is past the writer's final commit. Then: each upsert target equals its table, ``doc``
+included; the change log telescopes to it (per table, the rows added, +I and +U, minus the rows
+removed, -U and -D, are exactly the table's rows: a chunk or a change applied twice, or one lost,
+breaks it); every change the writer made after the snapshot ended is logged exactly once; no
+epoch is in a target twice. Midway the writer adds a column to ``t0`` (``ALTER TABLE ... ADD
+COLUMN``) and fills it from then on: a running job plans its pipeline again (schema.change.behavior
+= lenient), a restarted one plans it from the start; either way the column and its values reach
+both of ``t0``'s Delta tables.
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ from tests.recovery.test_crash_recovery import Run
 
 pytestmark = [pytest.mark.spark, pytest.mark.components, pytest.mark.soak]
 
-TABLES = ("t0", "t1", "t2")
+TABLES = tuple(f"t{i}" for i in range(20))
 JOB = """
 env { job.name = pg_crash, job.mode = STREAMING, checkpoint.interval = 200, checkpoint.dir = "${work}/ck",
       job.retry.times = 0, spark.driver.extraJavaOptions = "@JVM@" }
@@ -50,7 +56,7 @@ source {
   Postgres-CDC {
     plugin_output = pg, base-url = "jdbc:postgresql://@PG@/postgres", username = postgres,
     table-names = [@TABLES@], startup.mode = initial, slot.name = pg_crash,
-    snapshot.split.size = 100, snapshot.chunks.per.epoch = 3
+    snapshot.split.size = 100, snapshot.chunks.per.epoch = 8
   }
 }
 transform {
@@ -61,16 +67,21 @@ sink {
   Delta { plugin_input = logged, path = "${work}/log/${table_name}" }
 }
 """
-ROWS = 1000  # per table at the start: 10 chunks of 100, 3 chunks an epoch -> the snapshot takes ~10 epochs
-# (point, epoch, which sink: 0 = the upsert sink, None = any). CI: in the snapshot, between the sinks'
-# commits and after the ledger (the epoch committed, the slot not advanced); a streaming epoch's start
-# (each run costs ~25 s of driver start); STREAMING_ENGINE_SOAK set: also an epoch's start and before
-# the ledger, in the snapshot and after it.
-TARGETED = [("sink_table_committed", 3, 0), ("after_ledger", 5, None), ("epoch_start", 14, None)]
-if os.environ.get("STREAMING_ENGINE_SOAK"):
-    TARGETED = [("epoch_start", 2, None), ("sink_table_committed", 3, 0), ("before_ledger", 5, None),
-                ("after_ledger", 7, None), ("epoch_start", 12, None), ("before_ledger", 15, None),
-                ("after_ledger", 17, None)]
+ROWS = 250  # per table at the start: 3 chunks of 100 (60 in all), 8 an epoch -> the snapshot takes epochs 0-7
+DOC_CHARS = 3200  # > PostgreSQL's TOAST threshold (~2 kB), stored out of line uncompressed (STORAGE EXTERNAL)
+UPSERT, LOG = 0, 1
+# (point, epoch, sink: UPSERT, LOG or None = any). Each kill in the epoch after the previous one's (or
+# two on), so every run dies within about two epochs of its start: six kills in the snapshot, three in
+# the stream, one at random (STREAMING_ENGINE_SOAK=<kills>: that many random ones).
+TARGETED = [("sink_table_committed", 1, UPSERT), ("after_ledger", 2, None), ("epoch_start", 3, None),
+            ("sink_files_written", 4, LOG), ("before_ledger", 5, None), ("ledger_files_written", 6, None),
+            ("after_sink", 8, UPSERT), ("sink_table_committed", 9, LOG), ("after_ledger", 11, None)]
+RANDOM_KILLS = max(1, int(os.environ.get("STREAMING_ENGINE_SOAK", "0") or 0))
+
+
+def _doc(rng: random.Random) -> str:
+    """A value PostgreSQL cannot compress: TOASTed out of line."""
+    return "".join(rng.choices("0123456789abcdef", k=DOC_CHARS))
 
 
 class Writer(threading.Thread):
@@ -105,9 +116,10 @@ class Writer(threading.Thread):
         if op < 0.4 or len(ids) < 3:
             self.next_id += 1
             if extra:
-                cur.execute(f"INSERT INTO app.{t} VALUES (%s, 'new', %s, %s)", (self.next_id, self.n, f"e{self.n}"))
+                cur.execute(f"INSERT INTO app.{t} VALUES (%s, 'new', %s, %s, %s)",
+                            (self.next_id, self.n, _doc(self.rng), f"e{self.n}"))
             else:
-                cur.execute(f"INSERT INTO app.{t} VALUES (%s, 'new', %s)", (self.next_id, self.n))
+                cur.execute(f"INSERT INTO app.{t} VALUES (%s, 'new', %s, %s)", (self.next_id, self.n, _doc(self.rng)))
             self.log.append((t, self.next_id, self.n, "+I"))
         elif op < 0.8:
             key = self.rng.choice(ids)
@@ -188,27 +200,50 @@ def _check_no_epoch_twice(work: Path, when: str) -> None:
                     assert versions == sorted(set(versions)), (when, kind, t, app, versions)
 
 
-@pytest.mark.timeout(1500)
+def _kill_at_random(run: "Run", rng: random.Random) -> bool:
+    """SIGKILL ``run`` at a random moment of an epoch after its first commit; False if it ended first."""
+    assert run.wait_for("EpochCommitted", timeout=300), run.output()
+    time.sleep(rng.uniform(0.2, 3.0))
+    killed = run.kill()
+    run.wait()
+    return killed
+
+
+@pytest.mark.timeout(1500 + 60 * RANDOM_KILLS)
 def test_sigkill_while_reading_the_slot_loses_and_repeats_nothing(request, tmp_path, postgres_db):
     pg = postgres_db
     pg.execute("CREATE SCHEMA app")
     for t in TABLES:
-        pg.execute(f"CREATE TABLE app.{t} (id int PRIMARY KEY, v text, n bigint); ALTER TABLE app.{t} REPLICA IDENTITY FULL")
-        pg.execute(f"INSERT INTO app.{t} SELECT i, 'old', i FROM generate_series(1, {ROWS}) i")
+        pg.execute(f"CREATE TABLE app.{t} (id int PRIMARY KEY, v text, n bigint, doc text); "
+                   f"ALTER TABLE app.{t} REPLICA IDENTITY FULL; ALTER TABLE app.{t} ALTER COLUMN doc SET STORAGE EXTERNAL")
+        pg.execute(f"INSERT INTO app.{t} SELECT i, 'old', i, (SELECT string_agg(md5(i::text || '-' || g), '') "
+                   f"FROM generate_series(1, {DOC_CHARS // 32}) g) FROM generate_series(1, {ROWS}) i")
+    # the doc values are out of line: an UPDATE that leaves them is sent without them
+    assert all(pg.execute(f"SELECT pg_relation_size(reltoastrelid) > 0 FROM pg_class WHERE oid = 'app.{t}'::regclass")[0][0]
+               for t in TABLES)
     names = ", ".join(f'"postgres.app.{t}"' for t in TABLES)
     (tmp_path / "job.conf").write_text(
         JOB.replace("@PG@", f"{pg.host}:{pg.port}").replace("@TABLES@", names).replace("@JVM@", C1_ONLY_OPTS))
     from streaming_engine.job import compile_text
 
     job = compile_text((tmp_path / "job.conf").read_text(), variables={"work": str(tmp_path)})
-    upsert = [v.uid for v in job.dag.vertices if v.kind == "sink"][0]
+    sinks = [v.uid for v in job.dag.vertices if v.kind == "sink"]
 
     writer = Writer(pg.dsn)
+    rng = random.Random(int(os.environ.get("STREAMING_ENGINE_SOAK_SEED", "3")))
     started = False
-    kills = 0
+    kills: list[str] = []
+
+    def after_kill(what: str, run: "Run") -> None:
+        where = "in the snapshot" if _in_snapshot(tmp_path) else "streaming"
+        kills.append(f"{what} ({where})")
+        print(f"kill {len(kills)}: {what} after {time.monotonic() - run.started:.0f} s ({where})", flush=True)
+        _check_no_epoch_twice(tmp_path, f"after the kill at {what}")
+        _check_slot(pg, tmp_path, f"after the kill at {what}")
+
     try:
         for point, epoch, sink in TARGETED:
-            run = Run(tmp_path, f"{point}@{epoch}" + (f":{upsert}" if sink == 0 else ""))
+            run = Run(tmp_path, f"{point}@{epoch}" + (f":{sinks[sink]}" if sink is not None else ""))
             if not started:  # the writer starts with the job's slot (the snapshot runs while it writes)
                 deadline = time.monotonic() + 300
                 while not pg.execute("SELECT 1 FROM pg_replication_slots WHERE slot_name = 'pg_crash'"):
@@ -218,21 +253,11 @@ def test_sigkill_while_reading_the_slot_loses_and_repeats_nothing(request, tmp_p
                 started = True
             rc = run.wait(timeout=600)
             assert rc == -signal.SIGKILL, f"fault {point}@{epoch} did not kill the driver (rc {rc}):\n{run.output()}"
-            kills += 1
-            print(f"killed at {point}@{epoch} after {time.monotonic() - run.started:.0f} s "
-                  f"({'in the snapshot' if _in_snapshot(tmp_path) else 'streaming'})", flush=True)
-            _check_no_epoch_twice(tmp_path, f"after the kill at {point}@{epoch}")
-            _check_slot(pg, tmp_path, f"after the kill at {point}@{epoch}")
-        run = Run(tmp_path)
-        assert run.wait_for("EpochCommitted", timeout=300), run.output()
-        time.sleep(random.Random(3).uniform(0.5, 3.0))
-        if run.kill():
-            kills += 1
-            print(f"killed at random after {time.monotonic() - run.started:.0f} s "
-                  f"({'in the snapshot' if _in_snapshot(tmp_path) else 'streaming'})", flush=True)
-        run.wait()
-        _check_no_epoch_twice(tmp_path, "after the random kill")
-        _check_slot(pg, tmp_path, "after the random kill")
+            after_kill(f"{point}@{epoch}", run)
+        for _ in range(RANDOM_KILLS):
+            run = Run(tmp_path)
+            if _kill_at_random(run, rng):
+                after_kill("random", run)
         run = Run(tmp_path)
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and _in_snapshot(tmp_path):  # a slow machine: the snapshot goes on
@@ -251,15 +276,21 @@ def test_sigkill_while_reading_the_slot_loses_and_repeats_nothing(request, tmp_p
     finally:
         writer.halt.set()
     _check_no_epoch_twice(tmp_path, "at the end")
+    print("kills: " + "; ".join(kills), flush=True)
 
     spark = request.getfixturevalue("spark")
     assert writer.n > writer.alter_at, "the writer stopped before it added the column"
-    columns = {t: "id, v, n, extra" if t == "t0" else "id, v, n" for t in TABLES}
+    columns = {t: "id, v, n, doc, extra" if t == "t0" else "id, v, n, doc" for t in TABLES}
     for t in TABLES:
         got = sorted(tuple(r) for r in spark.read.format("delta").load(str(tmp_path / "state" / t))
                      .select(*columns[t].split(", ")).collect())
-        assert got == sorted(pg.execute(f"SELECT {columns[t]} FROM app.{t}")), t
+        want = sorted(pg.execute(f"SELECT {columns[t]} FROM app.{t}"))
+        if got != want:  # name what differs (a null doc: an unchanged TOASTed value written as null)
+            diff = sorted(set(got) ^ set(want))
+            raise AssertionError(f"{t}: {len(diff)} rows differ, e.g. {[(r[:3], r[3] is None) for r in diff[:4]]}")
     assert sum(1 for r in pg.execute("SELECT extra FROM app.t0") if r[0] is not None) > 5
+    updated = Counter(t for t, _, _, kind in writer.log if kind == "+U")
+    assert all(updated[t] > 0 for t in TABLES), updated  # every table had UPDATEs leaving its TOASTed doc
     snapshot_end = _snapshot_end(tmp_path)
     for t in TABLES:
         rows = spark.read.format("delta").load(str(tmp_path / "log" / t)).select("row_kind", *columns[t].split(", ")).collect()
@@ -269,5 +300,5 @@ def test_sigkill_while_reading_the_slot_loses_and_repeats_nothing(request, tmp_p
         late = Counter((i, n, k) for (tt, i, n, k), at in zip(writer.log, writer.at) if tt == t and at >= snapshot_end)
         assert late and all(logged[k] == c for k, c in late.items()), (
             t, sorted((k, c, logged[k]) for k, c in late.items() if logged[k] != c)[:8])
-    assert len(writer.log) > 100 and kills == len(TARGETED) + 1
-    request.node.user_properties.append(("ran", f"{len(writer.log)} changes, {kills} kills"))
+    assert len(writer.log) > 100 and len(kills) >= len(TARGETED) + 1
+    request.node.user_properties.append(("ran", f"{len(writer.log)} changes, {len(kills)} kills"))

@@ -261,3 +261,51 @@ def test_a_restart_plans_a_column_added_while_stopped_and_older_changes_read_aft
         _drop(cur, slot)
         cur.execute("DROP SCHEMA evr CASCADE")
         conn.close()
+
+
+@pytest.mark.timeout(400)
+def test_a_restart_after_a_lenient_drop_writes_the_tables_that_keep_the_column(
+        spark, run_job_text, postgres_db_module, tmp_path):
+    """lenient keeps a dropped column in Delta. A run planned after the DROP no longer reads the column
+    (the catalog has it no more), while both Delta tables still hold it: the run writes them as the
+    running job would have, the column null in every row changed after the drop, older rows untouched."""
+    pg = postgres_db_module
+    conn = _connect(pg)
+    cur = conn.cursor()
+    cur.execute("CREATE SCHEMA evd; CREATE TABLE evd.s (id int PRIMARY KEY, v text, gone text); "
+                "ALTER TABLE evd.s REPLICA IDENTITY FULL; INSERT INTO evd.s VALUES (1, 'a', 'g1'), (2, 'b', 'g2')")
+    slot = "pgevd_test"
+    job = JOB.format(host=pg.host, port=pg.port, slot=slot, tables='"postgres.evd.s"', extra="").replace("pgevo", "pgevd")
+    try:
+        first = run_job_text(job, stop_after_epochs=2, timeout_s=200)
+        assert first.result.status in ("FINISHED", "CANCELED"), first.result.error
+        cur.execute("ALTER TABLE evd.s DROP COLUMN gone")
+        cur.execute("INSERT INTO evd.s VALUES (3, 'c')")
+        cur.execute("UPDATE evd.s SET v = 'a2' WHERE id = 1")
+        cur.execute("SELECT pg_current_wal_insert_lsn()::text")
+        last = cur.fetchone()[0]
+        stop = threading.Event()
+
+        def stopper() -> None:
+            c = _connect(pg).cursor()
+            deadline = time.monotonic() + 150
+            while time.monotonic() < deadline and not _slot_past(c, slot, last):
+                time.sleep(0.3)
+            stop.set()
+
+        t = threading.Thread(target=stopper, daemon=True)
+        t.start()
+        ran = run_job_text(job, stop=stop, timeout_s=200)
+        t.join()
+        assert ran.result.status in ("FINISHED", "CANCELED"), ran.result.error
+        state = spark.read.format("delta").load(str(tmp_path / "state" / "s"))
+        assert state.columns == ["id", "v", "gone"]
+        assert sorted(tuple(r) for r in state.collect()) == [(1, "a2", None), (2, "b", "g2"), (3, "c", None)]
+        log = spark.read.format("delta").load(str(tmp_path / "log" / "s"))
+        assert sorted(tuple(r) for r in log.select("row_kind", "id", "v", "gone").collect()) == sorted([
+            ("+I", 1, "a", "g1"), ("+I", 2, "b", "g2"), ("+I", 3, "c", None), ("-U", 1, "a", None),
+            ("+U", 1, "a2", None)])
+    finally:
+        _drop(cur, slot)
+        cur.execute("DROP SCHEMA evd CASCADE")
+        conn.close()
