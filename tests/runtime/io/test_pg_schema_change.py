@@ -59,6 +59,26 @@ def _drop(cur, slot: str) -> None:
     cur.execute(f"DROP PUBLICATION IF EXISTS {slot}")
 
 
+def _run_until_read(run_job_text, job: str, pg, slot: str):
+    """Run ``job`` until the slot is past every change made so far, then stop it."""
+    c = _connect(pg).cursor()
+    c.execute("SELECT pg_current_wal_insert_lsn()::text")
+    last = c.fetchone()[0]
+    stop = threading.Event()
+
+    def stopper() -> None:
+        deadline = time.monotonic() + 150
+        while time.monotonic() < deadline and not _slot_past(c, slot, last):
+            time.sleep(0.3)
+        stop.set()
+
+    t = threading.Thread(target=stopper, daemon=True)
+    t.start()
+    ran = run_job_text(job, stop=stop, timeout_s=200)
+    t.join()
+    return ran
+
+
 def _committed(work) -> int:
     """Epochs the job's query committed so far (its checkpoint's commit files)."""
     return sum(1 for p in (work / "checkpoints").rglob("commits/*") if p.name.isdigit())
@@ -238,21 +258,7 @@ def test_a_restart_plans_a_column_added_while_stopped_and_older_changes_read_aft
         cur.execute("ALTER TABLE evr.s ADD COLUMN c int")
         cur.execute("INSERT INTO evr.s VALUES (4, 'new', 7)")
         cur.execute("UPDATE evr.s SET c = 8 WHERE id = 1")
-        cur.execute("SELECT pg_current_wal_insert_lsn()::text")
-        last = cur.fetchone()[0]
-        stop = threading.Event()
-
-        def stopper() -> None:
-            c = _connect(pg).cursor()
-            deadline = time.monotonic() + 150
-            while time.monotonic() < deadline and not _slot_past(c, slot, last):
-                time.sleep(0.3)
-            stop.set()
-
-        t = threading.Thread(target=stopper, daemon=True)
-        t.start()
-        ran = run_job_text(job, stop=stop, timeout_s=200)
-        t.join()
+        ran = _run_until_read(run_job_text, job, pg, slot)
         assert ran.result.status in ("FINISHED", "CANCELED"), ran.result.error
         got = spark.read.format("delta").load(str(tmp_path / "state" / "s"))
         assert got.columns == ["id", "v", "c"]
@@ -282,21 +288,7 @@ def test_a_restart_after_a_lenient_drop_writes_the_tables_that_keep_the_column(
         cur.execute("ALTER TABLE evd.s DROP COLUMN gone")
         cur.execute("INSERT INTO evd.s VALUES (3, 'c')")
         cur.execute("UPDATE evd.s SET v = 'a2' WHERE id = 1")
-        cur.execute("SELECT pg_current_wal_insert_lsn()::text")
-        last = cur.fetchone()[0]
-        stop = threading.Event()
-
-        def stopper() -> None:
-            c = _connect(pg).cursor()
-            deadline = time.monotonic() + 150
-            while time.monotonic() < deadline and not _slot_past(c, slot, last):
-                time.sleep(0.3)
-            stop.set()
-
-        t = threading.Thread(target=stopper, daemon=True)
-        t.start()
-        ran = run_job_text(job, stop=stop, timeout_s=200)
-        t.join()
+        ran = _run_until_read(run_job_text, job, pg, slot)
         assert ran.result.status in ("FINISHED", "CANCELED"), ran.result.error
         state = spark.read.format("delta").load(str(tmp_path / "state" / "s"))
         assert state.columns == ["id", "v", "gone"]
