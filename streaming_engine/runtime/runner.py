@@ -118,12 +118,7 @@ def execute(
     bus = bus or EventBus()
     spark = spark or build_spark_session(dag.job_name, master, conf=dag.env.spark, extras=required_extras(job.raw))
     add_python_files(spark, job.raw)
-    try:
-        job = _as_last_planned(spark, job)
-    except EngineError as e:
-        error = f"the job's sources were planned differently when it last ran, and planning it again failed: {e}"
-        bus.publish(JobFinished(dag.job_name, "FAILED", error))
-        return JobResult("FAILED", error, [])
+    job = _as_last_planned(spark, job)  # raises what planning it so raised: the run fails before it starts
     dag = job.dag
     ledger_path = ledger.ledger_path(dag.env.checkpoint_dir, slug(dag.job_name))
     _attach_metrics(job, bus)
@@ -250,7 +245,12 @@ def _as_last_planned(spark: "SparkSession", job: CompiledJob) -> CompiledJob:
                        if k in now and d != now[k]})
     if not before:
         return job
-    again = job.recompile(before)
+    try:
+        again = job.recompile(before)
+    except EngineError:
+        log.error("the job's sources were planned differently when it last ran; planning it so again failed",
+                  extra={"sources": sorted(before)})
+        raise
     changed = sorted(k for k in before if again.dag.vertex(k).schema != now[k])
     if changed:
         log.warning("sources planned as when the job last ran", extra={"sources": changed})
