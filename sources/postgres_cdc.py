@@ -279,27 +279,36 @@ class PostgresCdc(Source):
                 f"REPLICA IDENTITY FULL; schema changes: {'/'.join(changes)})")
 
     # -- run time ------------------------------------------------------------
+    def _metadata_conn(self) -> Any:
+        """The driver's own connection for confirmations and gauges (kept open between epochs)."""
+        conn = self.__dict__.get("_metrics_conn")
+        if conn is None or conn.closed:
+            conn = self.__dict__["_metrics_conn"] = self.options.connection().connect("streaming-engine metrics")
+        return conn
+
+    def on_progress(self, spark: Any, sources: list[dict]) -> None:
+        """Spark's commit log holds the batch: confirm its end in the slot now. Spark itself confirms a batch
+        (the reader's ``commit``) only when it plans the next one, which needs new WAL: on an idle server the
+        last epoch's WAL would stay retained, and the slot lag reported, until something writes. Only this
+        source's slot (the offset names it); a slot in use by a task's peek is left to the next epoch."""
+        from sources._pg import slot as pgslot
+
+        ends = [int(end["lsn"]) for end in _end_offsets(sources) if end.get("slot") == self.options.slot]
+        if ends:
+            with self._metadata_conn().cursor() as cur:
+                pgslot.advance(cur, self.options.slot, max(ends), wait_s=0.5)
+
     def gauges(self, spark: Any, sources: list[dict]) -> list[tuple[str, str, float]]:
         """The slot's backlog (WAL it keeps: current WAL end minus its confirmed position) and, while the
         snapshot runs, each table's chunks read and estimated, from the epoch's end offset."""
-        import json
-
         from sources._pg import slot as pgslot
         from sources._pg import snapshot as pgsnap
 
         out: list[tuple[str, str, float]] = []
-        for s in sources:
-            end = s.get("endOffset")
-            try:
-                end = json.loads(end) if isinstance(end, str) else end
-            except ValueError:
-                continue
-            if isinstance(end, dict) and "lsn" in end:
+        for end in _end_offsets(sources):
+            if end.get("slot", self.options.slot) == self.options.slot:
                 out += pgsnap.gauges(end.get("snapshot") or end.get("snapshotted") or {})
-        conn = self.__dict__.get("_metrics_conn")
-        if conn is None or conn.closed:
-            conn = self.__dict__["_metrics_conn"] = self.options.connection().connect("streaming-engine metrics")
-        with conn.cursor() as cur:
+        with self._metadata_conn().cursor() as cur:
             behind = pgslot.lag_bytes(cur, self.options.slot)
         if behind is not None:
             out.append(("backlog_bytes", "", behind))
@@ -317,3 +326,19 @@ class PostgresCdc(Source):
                     chunks_per_epoch=o.snapshot_chunks_per_epoch, schema_changes=o.schema_changes(),
                     planned_at=self.__dict__.get("_planned_at", 0), type_oids=self.__dict__.get("_type_oids", {}))
         return read_stream(spec, conn.password, ctx)
+
+
+def _end_offsets(sources: list[dict]) -> list[dict]:
+    """The end offsets of Spark's progress entries that are Postgres-CDC offsets."""
+    import json
+
+    out = []
+    for s in sources:
+        end = s.get("endOffset")
+        try:
+            end = json.loads(end) if isinstance(end, str) else end
+        except ValueError:
+            continue
+        if isinstance(end, dict) and "lsn" in end:
+            out.append(end)
+    return out

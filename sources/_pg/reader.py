@@ -270,8 +270,8 @@ def _register(spark: Any) -> None:
                 pgslot.ensure_publication(cur, self.spec.publication, [t.table_id.split(".", 1)[1] for t in self.spec.tables])
                 start = pgslot.ensure_slot(cur, self.spec.slot)
             if self.spec.snapshot:
-                return {"lsn": start, "snapshot": pgsnap.initial_state(self.spec.tables)}
-            return {"lsn": start}
+                return {"lsn": start, "slot": self.spec.slot, "snapshot": pgsnap.initial_state(self.spec.tables)}
+            return {"lsn": start, "slot": self.spec.slot}
 
         def prepareForTriggerAvailableNow(self) -> None:
             with self._cur() as cur:
@@ -290,10 +290,10 @@ def _register(spark: Any) -> None:
                 end = max(end, int(start["lsn"]))
                 progress = start.get("snapshot")
                 if not progress:
-                    return {"lsn": end} if end != int(start["lsn"]) else start
+                    return {"lsn": end, "slot": self.spec.slot} if end != int(start["lsn"]) else start
                 state, chunks = pgsnap.next_chunks(cur, self.spec.tables, progress, self.spec.split_size,
                                                    self.spec.chunks_per_epoch)
-            out: dict = {"lsn": end, "chunks": chunks}
+            out: dict = {"lsn": end, "slot": self.spec.slot, "chunks": chunks}
             out["snapshotted" if pgsnap.finished(state) else "snapshot"] = state
             return out
 
@@ -334,7 +334,9 @@ def _register(spark: Any) -> None:
                 conn.close()
 
         def commit(self, end: dict) -> None:
-            """The batch ending at ``end`` committed in every sink: the slot may release its WAL."""
+            """The batch ending at ``end`` committed in every sink: the slot may release its WAL. Spark calls
+            this only when it plans the next batch; ``PostgresCdc.on_progress`` confirms a batch as soon as
+            Spark's commit log holds it."""
             with self._cur() as cur:
                 pgslot.advance(cur, self.spec.slot, int(end["lsn"]))
 

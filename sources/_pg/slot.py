@@ -233,22 +233,31 @@ def peek(conn: Any, slot: str, publication: str, after: int, upto: int, relation
         return
 
 
-def advance(cur: Any, slot: str, lsn: int) -> None:
-    """Confirm everything up to ``lsn`` (an epoch end): the server may recycle the WAL before it. Never moves back."""
+def advance(cur: Any, slot: str, lsn: int, wait_s: float = 300.0) -> bool:
+    """Confirm everything up to ``lsn`` (an epoch end): the server may recycle the WAL before it. Never moves back.
+
+    The slot serves one session at a time: while a task peeks it, this waits up
+    to ``wait_s`` (RUNTIME.FAILED after it when ``wait_s`` >= 1, else returns
+    False: a later confirmation of a later epoch covers this one)."""
     cur.execute("SELECT confirmed_flush_lsn >= %s::pg_lsn FROM pg_replication_slots WHERE slot_name = %s",
                 (lsn_text(lsn), slot))
     row = cur.fetchone()
     if row is None:
         raise RuntimeFailure("RUNTIME.FAILED", {"detail": f"replication slot {slot!r} is gone; the job cannot confirm its changes"})
-    if not row[0]:
-        import time
+    if row[0]:
+        return True
+    import time
 
-        import psycopg2.errors
+    import psycopg2.errors
 
-        for attempt in range(3000):  # the slot serves one session at a time: a task may be peeking it
-            try:
-                cur.execute("SELECT pg_replication_slot_advance(%s, %s::pg_lsn)", (slot, lsn_text(lsn)))
-                return
-            except psycopg2.errors.ObjectInUse:
-                time.sleep(0.1)
-        raise RuntimeFailure("RUNTIME.FAILED", {"detail": f"replication slot {slot!r} stayed in use; cannot confirm"})
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            cur.execute("SELECT pg_replication_slot_advance(%s, %s::pg_lsn)", (slot, lsn_text(lsn)))
+            return True
+        except psycopg2.errors.ObjectInUse:
+            if time.monotonic() > deadline:
+                if wait_s < 1:
+                    return False
+                raise RuntimeFailure("RUNTIME.FAILED", {"detail": f"replication slot {slot!r} stayed in use; cannot confirm"}) from None
+            time.sleep(0.1)

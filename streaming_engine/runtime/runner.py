@@ -426,6 +426,11 @@ def _publish_progress(bus: "EventBus", item: "_Running", batch: int, p: dict) ->
     r = item.runner
     sources = list(p.get("sources") or [])
     plugins = [(v.members[0], r.dag.vertex(v.members[0]).plugin) for v in r.pipeline.vertices if v.kind == "source"]
+    for uid, plugin in plugins:  # first: the gauges then see what the hook did (a confirmed source position)
+        try:
+            plugin.on_progress(r.spark, sources)  # type: ignore[attr-defined]
+        except Exception as e:  # bookkeeping only: the epoch is committed either way
+            log.warning("source progress hook failed", extra={"pipeline": r.pipeline.name, "error": str(e)[:300]})
     gauges = []
     for uid, plugin in plugins:
         try:
@@ -435,11 +440,6 @@ def _publish_progress(bus: "EventBus", item: "_Running", batch: int, p: dict) ->
     bus.publish(SourceProgress(r.dag.job_name, r.pipeline.key, batch, int(p.get("numInputRows") or 0),
                                tuple(_partition_lag(sources)),
                                tuple(observed_event_times(p.get("observedMetrics"))), tuple(gauges)))
-    for uid, plugin in plugins:
-        try:
-            plugin.on_progress(r.spark, sources)  # type: ignore[attr-defined]
-        except Exception as e:  # bookkeeping only: the epoch is committed either way
-            log.warning("source progress hook failed", extra={"pipeline": r.pipeline.name, "error": str(e)[:300]})
 
 
 def _partition_lag(sources: list) -> "list[tuple[str, int, int]]":

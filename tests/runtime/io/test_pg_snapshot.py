@@ -14,11 +14,17 @@ the slot has passed the writer's last commit. Then:
   table, the rows added (+I, +U) minus the rows removed (-U, -D), as multisets
   of whole rows, are exactly PostgreSQL's rows. A chunk read twice, a change
   kept beside the chunk that already holds it, or a change lost breaks that.
+- the second run's first chunks start where the first run's last committed
+  epoch left off: only unfinished chunks are read again.
+
+CI snapshots 6,000 rows of ``snap.big``; ``STREAMING_ENGINE_SOAK`` (any
+value) makes it 1,000,000 (the issue's size) in chunks of 20,000.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import threading
 import time
@@ -29,6 +35,10 @@ from tests.components.fixtures import postgres_db_module  # noqa: F401
 from tests.runtime.io.pg_helpers import assert_telescopes, connect as _connect, slot_past
 
 SLOT = "pgsnap_test"
+SOAK = bool(os.environ.get("STREAMING_ENGINE_SOAK"))
+ROWS = 1_000_000 if SOAK else 6000  # of snap.big
+SPLIT = 20_000 if SOAK else 500
+KEYS = ROWS * 7 // 6  # the writer's keys: inside the table and above it
 BIG = "t" * 20000  # TOASTed (EXTERNAL storage)
 
 TABLES = """
@@ -46,7 +56,7 @@ INSERT INTO snap.exact SELECT i, 'e' || i FROM generate_series(1, 500) i;
 CREATE TABLE snap.empty (id int PRIMARY KEY, v text);
 ALTER TABLE snap.empty REPLICA IDENTITY FULL;
 INSERT INTO snap.big SELECT i, 'v' || i, i % 97, CASE WHEN i % 500 = 0 THEN repeat('t', 20000) ELSE 'd' || i END
-  FROM generate_series(1, 6000) i;
+  FROM generate_series(1, {rows}) i;
 INSERT INTO snap.pair SELECT i / 10, i % 10, 'p' || i FROM generate_series(0, 999) i;
 INSERT INTO snap.named SELECT 'k' || i, i FROM generate_series(1, 300) i;
 """
@@ -61,7 +71,7 @@ source {{
     table-names = ["postgres.snap.big", "postgres.snap.pair", "postgres.snap.named", "postgres.snap.exact",
                    "postgres.snap.empty"]
     slot.name = {slot}
-    snapshot.split.size = 500
+    snapshot.split.size = {split}
     snapshot.chunks.per.epoch = 3
   }}
 }}
@@ -77,15 +87,15 @@ COLUMNS = {"big": ["id", "v", "n", "doc"], "pair": ["a", "b", "v"], "named": ["c
 
 def _write(cur, rng: random.Random, step: int) -> None:
     """One round of changes all over the tables."""
-    i = rng.randint(1, 7000)
+    i = rng.randint(1, KEYS)
     cur.execute("UPDATE snap.big SET n = n + 1, v = %s WHERE id = %s", (f"u{step}", i))  # doc (TOAST) unchanged
-    cur.execute("DELETE FROM snap.big WHERE id = %s", (rng.randint(1, 7000),))
-    cur.execute("INSERT INTO snap.big VALUES (%s, %s, 0, 'new') ON CONFLICT (id) DO NOTHING", (rng.randint(1, 7000), f"i{step}"))
-    cur.execute("INSERT INTO snap.big VALUES (%s, 'top', 1, %s)", (100_000 + step, BIG if step % 7 == 0 else "s"))
+    cur.execute("DELETE FROM snap.big WHERE id = %s", (rng.randint(1, KEYS),))
+    cur.execute("INSERT INTO snap.big VALUES (%s, %s, 0, 'new') ON CONFLICT (id) DO NOTHING", (rng.randint(1, KEYS), f"i{step}"))
+    cur.execute("INSERT INTO snap.big VALUES (%s, 'top', 1, %s)", (10 * KEYS + step, BIG if step % 7 == 0 else "s"))
     if step % 5 == 0:  # a key change, down into a chunk that may or may not have been read
-        to = rng.randint(1, 7000)
+        to = rng.randint(1, KEYS)
         cur.execute("UPDATE snap.big SET id = %s WHERE id = %s AND NOT EXISTS (SELECT 1 FROM snap.big WHERE id = %s)",
-                    (to, rng.randint(1, 7000), to))
+                    (to, rng.randint(1, KEYS), to))
     with cur.connection:
         cur.execute("UPDATE snap.pair SET v = %s WHERE a = %s", (f"w{step}", rng.randint(0, 99)))
         cur.execute("UPDATE snap.named SET v = v + 1 WHERE code = %s", (f"k{rng.randint(1, 300)}",))
@@ -119,11 +129,19 @@ def _slot_past(cur, lsn: str) -> bool:
     return slot_past(cur, SLOT, lsn)
 
 
-def _last_offset(work) -> dict:
-    """The source's end offset of the last COMMITTED epoch (an offset file is written before its epoch runs)."""
-    commits = sorted((p for p in work.rglob("commits/*") if p.name.isdigit()), key=lambda p: int(p.name))
-    offset = commits[-1].parent.parent / "offsets" / commits[-1].name
+def _last_committed(work) -> int:
+    return max(int(p.name) for p in work.rglob("commits/*") if p.name.isdigit())
+
+
+def _offset(work, batch: int) -> dict:
+    """The source's end offset of epoch ``batch`` (an offset file is written before its epoch runs)."""
+    offset = next(p for p in work.rglob(f"offsets/{batch}"))
     return json.loads(offset.read_text().splitlines()[-1])
+
+
+def _last_offset(work) -> dict:
+    """The source's end offset of the last COMMITTED epoch."""
+    return _offset(work, _last_committed(work))
 
 
 def _snapshot_done(work) -> bool:
@@ -133,14 +151,14 @@ def _snapshot_done(work) -> bool:
         return False
 
 
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(2400 if SOAK else 900)
 def test_the_snapshot_reads_every_row_once_while_writes_go_on_and_resumes_after_a_stop(
         spark, run_job_text, postgres_db_module, tmp_path):
     pg = postgres_db_module
     conn = _connect(pg)
     cur = conn.cursor()
-    cur.execute(TABLES)
-    job = JOB.format(host=pg.host, port=pg.port, slot=SLOT)
+    cur.execute(TABLES.replace("{rows}", str(ROWS)))
+    job = JOB.format(host=pg.host, port=pg.port, slot=SLOT, split=SPLIT)
     progress: dict = {}
     try:
         # run 1: two epochs of the snapshot while the writer changes the tables
@@ -148,7 +166,8 @@ def test_the_snapshot_reads_every_row_once_while_writes_go_on_and_resumes_after_
         w = _writer(pg, stop, 1, progress)
         first = run_job_text(job, stop_after_epochs=2, timeout_s=300)
         assert first.result.status in ("FINISHED", "CANCELED"), first.result.error
-        left = _last_offset(first.work)
+        stopped_at = _last_committed(first.work)
+        left = _offset(first.work, stopped_at)
         assert left.get("snapshot"), f"the first run was meant to stop inside the snapshot: {left}"
         time.sleep(1.0)  # changes while the job is stopped
         stop.set()
@@ -166,7 +185,7 @@ def test_the_snapshot_reads_every_row_once_while_writes_go_on_and_resumes_after_
             w2.join()
             c.execute("SELECT pg_current_wal_insert_lsn()::text")
             last = c.fetchone()[0]
-            deadline = time.monotonic() + 240
+            deadline = time.monotonic() + (1200 if SOAK else 240)
             while time.monotonic() < deadline and not (_slot_past(c, last) and _snapshot_done(tmp_path)):
                 time.sleep(0.3)
             done["advanced"] = _slot_past(c, last)
@@ -175,12 +194,21 @@ def test_the_snapshot_reads_every_row_once_while_writes_go_on_and_resumes_after_
         stopper = threading.Event()
         f = threading.Thread(target=finisher, daemon=True)
         f.start()
-        second = run_job_text(job, stop=stopper, timeout_s=400)
+        second = run_job_text(job, stop=stopper, timeout_s=1500 if SOAK else 400)
         f.join()
         assert second.result.status in ("FINISHED", "CANCELED"), second.result.error
         assert done.get("advanced"), "the slot never passed the writer's last commit"
         assert "snapshot" not in _last_offset(second.work), "the snapshot did not finish"
         assert progress["step"] > 50, progress
+        # the epoch after the first run's last committed one read on from where that one left off
+        resumed = _offset(second.work, stopped_at + 1)["chunks"]
+        for tid, state in left["snapshot"].items():
+            mine = [lo for table, lo, _ in resumed if table == tid]
+            if state.get("done"):
+                assert not mine, f"{tid}: finished before the stop, read again: {resumed}"
+            elif mine:
+                assert mine[0] == state["after"], f"{tid}: resumed at {mine[0]}, not after {state['after']}"
+        assert resumed and resumed[0][1] is not None, f"the snapshot started over: {resumed}"
 
         # metrics: each table's chunks read and estimated, the slot's backlog, the commits' time
         from streaming_engine.runtime.events import SourceProgress

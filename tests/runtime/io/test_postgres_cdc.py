@@ -175,7 +175,9 @@ def _check(spark, work, cur, events: int) -> None:
 
 
 def test_a_batch_run_reads_the_changes_up_to_its_start_and_finishes(spark, run_job_text, postgres_db_module):
-    """job.mode = BATCH: each run applies what the slot holds up to when it started, then ends FINISHED."""
+    """job.mode = BATCH: each run applies what the slot holds up to when it started, then ends FINISHED, and
+    its last epoch is confirmed in the slot (Spark confirms a batch to its source only when it plans the next
+    one, which a finished batch run never does: the source confirms it from the progress of the batch)."""
     pg = postgres_db_module
     pg.execute("CREATE TABLE public.batch_t (id int PRIMARY KEY, v text); ALTER TABLE public.batch_t REPLICA IDENTITY FULL")
     job = f"""env {{ job.name = pgbatch, job.mode = BATCH }}
@@ -186,10 +188,14 @@ sink {{ Delta {{ plugin_input = s, path = "${{work}}/batch", save_mode = upsert 
         first = run_job_text(job, timeout_s=300)  # creates the slot; nothing to read yet
         assert first.result.status == "FINISHED", first.result.error
         pg.execute("INSERT INTO public.batch_t VALUES (1, 'a'), (2, 'b'); UPDATE public.batch_t SET v = 'c' WHERE id = 1")
+        last = pg.execute("SELECT pg_current_wal_insert_lsn()::text")[0][0]
         second = run_job_text(job, timeout_s=300)
         assert second.result.status == "FINISHED", second.result.error
         got = sorted(tuple(r) for r in spark.read.format("delta").load(str(second.work / "batch")).collect())
         assert got == [(1, "c"), (2, "b")]
+        confirmed = pg.execute("SELECT confirmed_flush_lsn::text, confirmed_flush_lsn >= %s::pg_lsn "
+                               "FROM pg_replication_slots WHERE slot_name = 'pgbatch'", (last,))
+        assert confirmed[0][1], f"the slot stayed at {confirmed[0][0]}, before the changes the run committed ({last})"
     finally:
         pg.execute("SELECT pg_drop_replication_slot('pgbatch') FROM pg_replication_slots WHERE slot_name = 'pgbatch'")
         pg.execute("DROP PUBLICATION IF EXISTS pgbatch")
