@@ -52,7 +52,7 @@ ALTER TABLE snap.pair REPLICA IDENTITY FULL;
 ALTER TABLE snap.named REPLICA IDENTITY FULL;
 CREATE TABLE snap.exact (id int PRIMARY KEY, v text);
 ALTER TABLE snap.exact REPLICA IDENTITY FULL;
-INSERT INTO snap.exact SELECT i, 'e' || i FROM generate_series(1, 500) i;
+INSERT INTO snap.exact SELECT i, 'e' || i FROM generate_series(1, {split}) i;
 CREATE TABLE snap.empty (id int PRIMARY KEY, v text);
 ALTER TABLE snap.empty REPLICA IDENTITY FULL;
 INSERT INTO snap.big SELECT i, 'v' || i, i % 97, CASE WHEN i % 500 = 0 THEN repeat('t', 20000) ELSE 'd' || i END
@@ -157,7 +157,7 @@ def test_the_snapshot_reads_every_row_once_while_writes_go_on_and_resumes_after_
     pg = postgres_db_module
     conn = _connect(pg)
     cur = conn.cursor()
-    cur.execute(TABLES.replace("{rows}", str(ROWS)))
+    cur.execute(TABLES.replace("{rows}", str(ROWS)).replace("{split}", str(SPLIT)))
     job = JOB.format(host=pg.host, port=pg.port, slot=SLOT, split=SPLIT)
     progress: dict = {}
     try:
@@ -220,7 +220,7 @@ def test_the_snapshot_reads_every_row_once_while_writes_go_on_and_resumes_after_
         # a table of exactly one split (its last chunk is empty) and an empty table (the writer leaves both alone)
         assert done["postgres.snap.exact"] == 2 and done["postgres.snap.empty"] == 1, done
         exact = spark.read.format("delta").load(str(second.work / "state" / "exact"))
-        assert sorted(tuple(r) for r in exact.collect()) == [(i, f"e{i}") for i in range(1, 501)]
+        assert sorted(tuple(r) for r in exact.collect()) == [(i, f"e{i}") for i in range(1, SPLIT + 1)]
         assert any(name == "backlog_bytes" and v >= 0 for e in reports for (_, name, _, v) in e.gauges)
         assert any(e.event_time_ms for e in second.events if isinstance(e, SourceProgress)), "no commit time observed"
 
