@@ -5,6 +5,7 @@ the same guarantees, measured in the same run.
     .venv/bin/python -m bench.run --quick    # without the 10 M row jobs
     .venv/bin/python -m bench.run --rows 100000 --repeat 1 --only whole   # a smoke run
     .venv/bin/python -m bench.run --only soak   # the 2,000-epoch soak (hours here): its own section
+    .venv/bin/python -m bench.run --only pgstream --out /tmp/pg.md   # Postgres-CDC vs Debezium -> Kafka (17 min)
 
 Every pair runs its two sides ALTERNATELY (engine, baseline, engine, ...) after
 one warm-up of each, so load that drifts during the run weighs on both alike.
@@ -1123,6 +1124,273 @@ def bench_pg_snapshot(b: Bench, rows: int, repeat: int) -> None:
 
 
 # ---------------------------------------------------------------------------
+# 7b. PostgreSQL changes -> Delta: Postgres-CDC against Debezium -> Kafka -> the engine
+
+PG_STREAM_TABLES = 10
+PG_STREAM_INITIAL = 1000  # rows per table before the changes (ids 1..1000: the rows updates change)
+
+PG_STREAM_SETUP = """
+DROP SCHEMA IF EXISTS bs CASCADE;
+CREATE SCHEMA bs;
+{tables}
+CREATE PROCEDURE bs.changes(first int, n int, timed bool) LANGUAGE plpgsql AS $$
+DECLARE k int; j int; t text; at bigint;
+BEGIN
+  -- change k goes to table k % 10 as its j-th: 60 % inserts (ids 100000 + j), 30 % updates of the first rows,
+  -- 10 % deletes of the row inserted 9 changes before in the same table; every change changes a row;
+  -- ten changes per transaction; at: the change's time, epoch ms (timed: freshness), else k (the same rows
+  -- each run: the sides' checksums compare)
+  FOR k IN first..first + n - 1 LOOP
+    t := 't' || (k % {count});
+    j := k / {count};
+    at := CASE WHEN timed THEN (extract(epoch FROM clock_timestamp()) * 1000)::bigint ELSE k END;
+    IF j % 10 < 6 THEN
+      EXECUTE format('INSERT INTO bs.%I VALUES ($1, $2, $3, $4)', t) USING 100000 + j, 'v' || k, k, at;
+    ELSIF j % 10 < 9 THEN
+      EXECUTE format('UPDATE bs.%I SET v = $1, n = n + 1, at = $2 WHERE id = $3', t) USING 'u' || k, at, (j * 37) % {initial} + 1;
+    ELSE
+      EXECUTE format('DELETE FROM bs.%I WHERE id = $1', t) USING 100000 + j - 9;
+    END IF;
+    IF k % 10 = 9 THEN COMMIT; END IF;
+  END LOOP;
+  COMMIT;
+END $$;
+"""
+
+PG_STREAM_JOB = """
+env {{ job.name = pgstream, job.mode = STREAMING, checkpoint.dir = "{work}/ck", checkpoint.interval = {interval} }}
+source {{ Postgres-CDC {{ plugin_output = cdc, base-url = "jdbc:postgresql://{pg}/postgres", username = postgres,
+  table-names = [{tables}], slot.name = {slot}, startup.mode = latest }} }}
+sink {{
+  Delta {{ plugin_input = cdc, path = "{work}/out/${{table_name}}", save_mode = upsert }}{log}
+}}
+"""
+
+PG_STREAM_KAFKA_JOB = """
+env {{ job.name = pgstream_kafka, job.mode = STREAMING, checkpoint.dir = "{work}/ck", checkpoint.interval = {interval} }}
+source {{ Kafka {{ plugin_output = cdc, bootstrap.servers = "{kafka}", topic = "{prefix}\\\\.bs\\\\..*", pattern = true,
+  start_mode = earliest, format = debezium_json, debezium_record_include_schema = false,
+  tables_configs = [ {items} ] }} }}
+sink {{
+  Delta {{ plugin_input = cdc, path = "{work}/out/${{table_name}}", save_mode = upsert }}{log}
+}}
+"""
+
+PG_STREAM_LOG = '\n  Delta {{ plugin_input = cdc, path = "{work}/log/${{table_name}}" }}'
+
+
+def _pg_stream_counts(first: int, n: int) -> tuple[int, int]:
+    """(changes, deletes) of ``bs.changes(first, n)``."""
+    deletes = sum(1 for k in range(first, first + n) if (k // PG_STREAM_TABLES) % 10 == 9)
+    return n, deletes
+
+
+def _committed_offsets(work: Path) -> dict | None:
+    """The source's end offset of the newest epoch in Spark's commit log under ``work/ck``."""
+    commits = [int(p.name) for p in (work / "ck").rglob("commits/*") if p.name.isdigit()]
+    if not commits:
+        return None
+    last = max(commits)
+    offset = next((work / "ck").rglob(f"offsets/{last}"))
+    try:
+        return json.loads(offset.read_text().splitlines()[-1])
+    except (IndexError, ValueError):
+        return None
+
+
+def _visible_after(spark, work: Path) -> list[float]:
+    """Per row inserted by the workload (ids >= 100000), in the change logs under ``work/log``: seconds from
+    its change in PostgreSQL (``at``) to the Delta commit that made it visible (the commit's timestamp)."""
+    from pyspark.sql import functions as F
+
+    out: list[float] = []
+    for table in sorted((work / "log").glob("*")):
+        committed_ms: dict[str, int] = {}
+        for entry in sorted((table / "_delta_log").glob("*.json")):
+            added, ts = [], None
+            for line in entry.read_text().splitlines():
+                action = json.loads(line)
+                if "add" in action:
+                    added.append(action["add"]["path"].rsplit("/", 1)[-1])
+                elif "commitInfo" in action:
+                    ts = action["commitInfo"].get("timestamp")
+            ts = ts if ts is not None else int(entry.stat().st_mtime * 1000)
+            committed_ms.update({name: int(ts) for name in added})
+        rows = (spark.read.format("delta").load(str(table)).where("id >= 100000")
+                .groupBy("id").agg(F.min("at").alias("at"), F.min("_metadata.file_path").alias("file")).collect())
+        out += [(committed_ms[r.file.rsplit("/", 1)[-1]] - r.at) / 1000.0 for r in rows]
+    return out
+
+
+def bench_pg_stream(b: Bench, changes: int, repeat: int, rate: int = 500, seconds: int = 40) -> None:
+    """PostgreSQL changes -> Delta upserts over 10 tables: the Postgres-CDC source against Debezium (its
+    embedded engine, pgoutput) -> Kafka -> the engine's Kafka source (debezium_json), the path of part 1.
+    Throughput: a backlog of ``changes`` changes, made after both sides' slots exist, applied by each side from
+    its start to the epoch that committed the last one (start-up included on both: the engine's query start,
+    and the baseline's Debezium start beside its query start). Freshness: a writer makes ``rate`` changes/s for
+    ``seconds`` s while the side runs; per inserted row, its change to the Delta commit that made it visible."""
+    import threading
+
+    try:
+        import psycopg2
+
+        from tests.components.debezium import DebeziumPostgresToKafka
+        from tests.components.kafka import KafkaBroker
+        from tests.components.postgres import PostgresServer
+    except ImportError as e:
+        b.skip("PostgreSQL changes -> Delta", Goal(1.0, ">= 1.0x"), f"test components not installed ({e})")
+        return
+    names = [f"t{i}" for i in range(PG_STREAM_TABLES)]
+    tables = "\n".join(
+        f"CREATE TABLE bs.{t} (id bigint PRIMARY KEY, v text, n int, at bigint); ALTER TABLE bs.{t} REPLICA IDENTITY "
+        f"FULL; INSERT INTO bs.{t} SELECT i, 'v' || i, 0, 0 FROM generate_series(1, {PG_STREAM_INITIAL}) i;"
+        for t in names)
+    setup = PG_STREAM_SETUP.format(tables=tables, count=PG_STREAM_TABLES, initial=PG_STREAM_INITIAL)
+    items = ", ".join(f'{{ schema = {{ table = "bs.{t}", fields {{ id = bigint, v = string, n = int, at = bigint }}, '
+                      f'primaryKey {{ name = pk, columnNames = [id] }} }} }}' for t in names)
+    runs = [0]
+    with PostgresServer(b.scratch / "postgres") as pg, KafkaBroker(b.scratch / "kafka") as kafka:
+        where = f"{pg.host}:{pg.port}"
+
+        def call(first: int, n: int, timed: bool = False) -> None:
+            conn = psycopg2.connect(pg.dsn)
+            conn.autocommit = True
+            try:
+                conn.cursor().execute("CALL bs.changes(%s, %s, %s)", (first, n, timed))
+            finally:
+                conn.close()
+
+        def side(debezium: bool, steady: bool) -> Side:
+            """A run: fresh tables and slot, then the backlog (``steady``: the writer, 10 s after the start, at
+            ``rate`` changes/s for ``seconds`` s, beside the run); it ends once the last change is committed.
+            Returns the seconds to that point, or (``steady``) the median freshness."""
+
+            def run(work: Path) -> float:
+                from streaming_engine.job import compile_text
+                from streaming_engine.runtime.runner import execute
+
+                runs[0] += 1
+                slot = f"pgs{runs[0]}"
+                pg.execute(setup)
+                pg.execute(f"CREATE PUBLICATION {slot} FOR TABLE {', '.join(f'bs.{t}' for t in names)}")
+                pg.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
+                made = threading.Event()  # every change is made: ``target`` holds where the run must get to
+                target: list[int] = []
+                log = PG_STREAM_LOG.format(work=work) if steady else ""
+                dbz = None
+                if debezium:
+                    dbz = DebeziumPostgresToKafka(work / "debezium", pg, kafka, slot, [f"bs.{t}" for t in names],
+                                                  schemas_enable=False, slot_name=slot, publication_name=slot,
+                                                  snapshot_mode="no_data", heap="1g")
+                    text = PG_STREAM_KAFKA_JOB.format(work=work, interval=1000, kafka=kafka.bootstrap, prefix=slot,
+                                                      items=items, log=log)
+                else:
+                    text = PG_STREAM_JOB.format(work=work, interval=1000, pg=where, slot=slot, log=log,
+                                                tables=", ".join(f'"postgres.bs.{t}"' for t in names))
+
+                def finished_making(n: int) -> None:
+                    if debezium:
+                        target.append(sum(_pg_stream_counts(0, n)))  # records: each delete has its tombstone
+                    else:
+                        target.append(int(pg.execute("SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn")[0][0]))
+                    made.set()
+
+                def reached() -> bool:
+                    o = _committed_offsets(work)
+                    if o is None or not made.is_set():
+                        return False
+                    if debezium:
+                        return sum(v for parts in o.values() if isinstance(parts, dict) for v in parts.values()) >= target[0]
+                    return int(o["lsn"]) >= target[0]
+
+                def writer() -> None:
+                    time.sleep(10.0)  # past both sides' start-ups
+                    made_n, t_start = 0, time.perf_counter()
+                    while time.perf_counter() - t_start < seconds:
+                        call(made_n, rate // 10, True)
+                        made_n += rate // 10
+                        time.sleep(max(0.0, t_start + made_n / rate - time.perf_counter()))
+                    finished_making(made_n)
+
+                if not steady:
+                    call(0, changes)
+                    finished_making(changes)
+                stop, out = threading.Event(), {}
+
+                def watch() -> None:
+                    deadline = time.perf_counter() + 900
+                    while not stop.is_set() and time.perf_counter() < deadline:
+                        if reached():
+                            out["at"] = time.perf_counter()
+                            break
+                        time.sleep(0.05)
+                    stop.set()
+
+                try:
+                    t0 = time.perf_counter()
+                    threads = [threading.Thread(target=watch, daemon=True)]
+                    if steady:
+                        threads.append(threading.Thread(target=writer, daemon=True))
+                    if dbz is not None:  # Debezium starts beside the query: both start-ups are in the time
+                        def start_debezium() -> None:
+                            try:
+                                dbz.start()
+                            except Exception as e:  # noqa: BLE001 - said by the assertion below
+                                out["error"] = str(e)[-2000:]
+                                stop.set()
+
+                        threads.append(threading.Thread(target=start_debezium, daemon=True))
+                    for t in threads:
+                        t.start()
+                    result = execute(compile_text(text), spark=b.spark, stop=stop)
+                    for t in threads:
+                        t.join()
+                    assert "at" in out, (f"the run did not catch up within 900 s ({result.status}: {result.error}; "
+                                         f"{out.get('error', '')})")
+                    if steady:
+                        lags = sorted(_visible_after(b.spark, work))
+                        freshness.setdefault("debezium" if debezium else "engine", []).append(
+                            (lags[len(lags) // 2], lags[min(len(lags) - 1, int(len(lags) * 0.99))], len(lags)))
+                        return lags[len(lags) // 2]
+                    return out["at"] - t0
+                finally:
+                    if dbz is not None:
+                        dbz.stop()
+                    pg.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                               "WHERE slot_name = %s", (slot,))
+                    pg.execute(f"DROP PUBLICATION IF EXISTS {slot}")
+
+            return run
+
+        freshness: dict[str, list] = {}
+        both = (f"{PG_STREAM_TABLES} tables (bigint key, text, int, bigint) of {PG_STREAM_INITIAL} rows on a local "
+                "PostgreSQL 15, REPLICA IDENTITY FULL, changes made by a procedure (60 % inserts, 30 % updates, "
+                "10 % deletes; ten changes per transaction) into one Delta upsert table per table (the engine's upsert "
+                "sink both), STREAMING, checkpoint.interval 1 s. The engine: Postgres-CDC, startup.mode = latest "
+                "(its slot peeked by SQL, pgoutput decoded in Python). Baseline: Debezium 3.6 (embedded engine, "
+                "pgoutput, JSON without schemas, started beside the query) -> Kafka (one local broker, a topic per "
+                "table) -> the engine's Kafka source, format = debezium_json.")
+        b.pair(f"PostgreSQL changes -> Delta upserts: a backlog of {changes:,} changes over {PG_STREAM_TABLES} tables, "
+               "engine Postgres-CDC vs Debezium -> Kafka -> the engine's Kafka source", side(False, False),
+               side(True, False), repeat, Goal(1.0, "<= 1.0x (>= 1.0x the throughput)"), stats_of="out/*",
+               note=f"Both: {both} The {changes:,} changes are made after both sides' slots exist; timed from the "
+                    "side's start to the moment Spark's commit log holds the epoch that applied the last change "
+                    "(start-ups included on both sides).")
+        freshness.clear()  # the warm-ups' runs do not count
+        r = b.pair(f"PostgreSQL changes -> Delta: freshness at {rate} changes/s (median seconds from a change in "
+                   "PostgreSQL to the Delta commit that shows it), engine Postgres-CDC vs Debezium -> Kafka -> the "
+                   "engine", side(False, True), side(True, True), repeat, None, warmup=False,
+                   note=f"Both: {both} Each run: a writer makes {rate} changes/s for {seconds} s, from 10 s after the "
+                        "start, beside the run, into the tables and a Delta change log per table (append); per row "
+                        "inserted, the time from its change (clock_timestamp() in PostgreSQL) to the timestamp of "
+                        "the Delta commit that added its file (same machine clock).")
+        p99 = {k: [x[1] for x in v] for k, v in freshness.items()}
+        rows = {k: [x[2] for x in v] for k, v in freshness.items()}
+        r.note += (f" p99 per run: engine {', '.join(f'{x:.2f}' for x in p99.get('engine', []))} s, baseline "
+                   f"{', '.join(f'{x:.2f}' for x in p99.get('debezium', []))} s; rows per run: {rows}.")
+
+
+# ---------------------------------------------------------------------------
 # 8. the same pairs with data, checkpoints and tables on s3a (s3proxy)
 
 
@@ -1488,7 +1756,7 @@ def render(results: list[Result], facts: str, command: str, started: float, took
 
 
 KINDS = ("python", "builtin", "jsonpath", "whole", "streaming", "fanout", "cdc", "cdcscale", "kafka", "s3a", "workers",
-         "pgsnapshot")
+         "pgsnapshot", "pgstream")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1515,6 +1783,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cdc-tables", default="10,100",
                    help="table counts of the CDC-at-database-scale rows (cdcscale), comma-separated (default 10,100)")
     p.add_argument("--pg-rows", type=int, default=10_000_000, help="rows of the PostgreSQL snapshot pair (default 10 M)")
+    p.add_argument("--pg-changes", type=int, default=300_000,
+                   help="changes of the PostgreSQL streaming pair's backlog (default 300 k)")
     p.add_argument("--out", default=str(ROOT / "bench" / "RESULTS.md"))
     args = p.parse_args(argv)
 
@@ -1583,6 +1853,8 @@ def main(argv: list[str] | None = None) -> int:
             bench_workers(b, args.big_rows if not args.quick else args.rows, args.repeat_long)
         if "pgsnapshot" in only:
             bench_pg_snapshot(b, args.pg_rows, args.repeat_long)
+        if "pgstream" in only:
+            bench_pg_stream(b, args.pg_changes, args.repeat_long)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     command = "python -m bench.run" + "".join(f" {a}" for a in argv)
