@@ -55,7 +55,7 @@ from sinks._placeholders import check_distinct_targets, check_template, render, 
 from streaming_engine.errors import SchemaError
 from streaming_engine.plugins.base import Sink, SinkOptions, missing_column
 from streaming_engine.plugins.registry import register
-from streaming_engine.schema import KIND, SEQ, Dataset, TableSchema, is_numeric
+from streaming_engine.schema import KIND, SEQ, Dataset, TableSchema, is_numeric, widens
 
 SCD_START, SCD_END = "__START_AT", "__END_AT"  # = checkpoint.delta_scd2's (no Spark import at plan time)
 
@@ -129,7 +129,9 @@ class DeltaSinkOptions(SinkOptions):
     schema_evolution: Literal["add_columns", "none"] = Field(
         "add_columns",
         description="An existing table lacking columns of the input (e.g. added in a CDC source while the job ran): "
-        "add_columns adds them (nullable; rows written before read null), none fails the pipeline naming them.",
+        "add_columns adds them (nullable; rows written before read null) and widens a column the input holds as a "
+        "wider type where Delta's type widening allows (int to bigint, float to double, a decimal of more digits; "
+        "enables the table feature typeWidening), none fails the pipeline naming them.",
     )
     stored_as_scd_type: Literal[1, 2] = Field(
         1,
@@ -369,15 +371,26 @@ class Delta(Sink):
         from streaming_engine.checkpoint import delta_txn
         from streaming_engine.runtime import rows
 
-        fields = delta_txn.new_columns(ctx.spark, target, rows.table_struct(t, meta=False))
-        if not fields:
+        struct = rows.table_struct(t, meta=False)
+        fields = delta_txn.new_columns(ctx.spark, target, struct)
+        wider = [f for f, was in delta_txn.retyped_columns(ctx.spark, target, struct)
+                 if widens(was, f.dataType.simpleString())]
+        if not fields and not wider:
             return False
         names = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in fields)
+        widened = ", ".join(f"{f.name} to {f.dataType.simpleString()}" for f in wider)
         if self.options.schema_evolution == "none":
-            raise _incompatible(t, f"Delta table {target.name} lacks the input's columns {names}; add them to the "
-                                   "table, or set schema_evolution = add_columns in the Delta sink")
-        delta_txn.add_columns(ctx.spark, target, fields)
-        log.warning("Delta table: columns added", extra={"target": target.name, "table": t.table_id, "columns": names})
+            said = "; ".join(x for x in (f"lacks the input's columns {names}" if fields else "",
+                                         f"holds narrower types of {widened}" if wider else "") if x)
+            raise _incompatible(t, f"Delta table {target.name} {said}; change the table, or set schema_evolution = "
+                                   "add_columns in the Delta sink")
+        if wider:
+            delta_txn.widen_columns(ctx.spark, target, wider)
+            log.warning("Delta table: column types widened", extra={"target": target.name, "table": t.table_id,
+                                                                    "columns": widened})
+        if fields:
+            delta_txn.add_columns(ctx.spark, target, fields)
+            log.warning("Delta table: columns added", extra={"target": target.name, "table": t.table_id, "columns": names})
         return True
 
     def maintained(self) -> list[tuple[str, Any]]:

@@ -131,6 +131,24 @@ def is_numeric(t: str) -> bool:
     return t in NUMERIC_TYPES or t.startswith("decimal")
 
 
+_INTEGRAL = ("tinyint", "smallint", "int", "bigint")
+
+
+def widens(old: str, new: str) -> bool:
+    """True when every value of type ``old`` is a value of ``new`` and Delta's type widening changes a column of
+    ``old`` to ``new`` in place (Delta 4: a larger integer, float to double, a decimal whose precision grows at
+    least as much as its scale). Changes Delta applies only by hand (an integer to double or decimal) are not."""
+    if old in _INTEGRAL and new in _INTEGRAL:
+        return _INTEGRAL.index(new) > _INTEGRAL.index(old)
+    if (old, new) == ("float", "double"):
+        return True
+    a, b = _DECIMAL.match(old), _DECIMAL.match(new)
+    if a and b:
+        (p, s), (p2, s2) = (int(a[1]), int(a[2])), (int(b[1]), int(b[2]))
+        return (p2, s2) != (p, s) and p2 - p >= s2 - s >= 0
+    return False
+
+
 @dataclass(frozen=True)
 class Column:
     name: str

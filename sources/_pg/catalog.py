@@ -32,6 +32,25 @@ _TYPES = {
 }  # fmt: skip
 
 
+# pg_type oids of the built-in types above (fixed by PostgreSQL): pgoutput's Relation messages carry oids
+_OIDS = {
+    16: "bool", 21: "int2", 23: "int4", 20: "int8", 700: "float4", 701: "float8", 1042: "bpchar", 1043: "varchar",
+    25: "text", 114: "json", 3802: "jsonb", 2950: "uuid", 19: "name", 1082: "date", 1114: "timestamp",
+    1184: "timestamptz", 1083: "time", 17: "bytea", 1700: "numeric",
+}  # fmt: skip
+
+
+def engine_type_of_oid(type_oid: int, typmod: int) -> str | None:
+    """The engine's type of a column of built-in type ``type_oid`` (None: not a type the engine maps)."""
+    name = _OIDS.get(type_oid)
+    if name is None:
+        return None
+    try:
+        return engine_type("", "", name, typmod)
+    except ValueError:  # numeric over 38 digits
+        return None
+
+
 _LIBPQ = frozenset({"sslmode", "sslrootcert", "sslcert", "sslkey", "options", "target_session_attrs"})
 
 

@@ -26,11 +26,11 @@ import pickle
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from sources._pg.catalog import Connection
+from sources._pg.catalog import Connection, engine_type_of_oid
 from sources._pg.pgoutput import UNCHANGED_TOAST, Change, Relation, Truncate, lsn_text
 from streaming_engine.errors import RuntimeFailure, SchemaError
 from streaming_engine.runtime import rows as envelope
-from streaming_engine.schema import Dataset, TableSchema
+from streaming_engine.schema import Dataset, TableSchema, widens
 
 FORMAT = "streaming_engine_pg_cdc"
 
@@ -185,14 +185,18 @@ class _Rows:
         added = [n for n in names if n not in planned]
         dropped = [c.name for c in table.columns if c.name not in set(names)]
         behavior = self.spec.schema_changes.get(table.table_id, "lenient")
-        oids = self.spec.type_oids.get(table.table_id, {})
-        retyped = [c.name for c in relation.columns if oids.get(c.name, c.type_oid) != c.type_oid]
+        retyped = self._retyped(table, relation)
         if retyped and behavior != "ignore":
+            said = ", ".join(f"{name} {old} -> {new or 'a type the engine does not map'}" for name, old, new in retyped)
+            if behavior == "lenient" and all(new and widens(old, new) for _, old, new in retyped):
+                raise RuntimeFailure("RUNTIME.SCHEMA_CHANGED", {"detail": (
+                    f"table {table.table_id} has wider column types: {said} (its change at LSN {lsn_text(lsn)}); the "
+                    "pipeline is planned again to read them")})
             raise SchemaError("SCHEMA.CHANGED", {"detail": (
-                f"table {table.table_id}: the type of {', '.join(retyped)} changed while the job ran (its change at "
-                f"LSN {lsn_text(lsn)}); type changes are not applied: set the table's schema.change.behavior = "
-                "ignore to read the values as the planned types, or stop the job and change the Delta tables' "
-                "columns to the new type before starting it again")})
+                f"table {table.table_id}: column types changed while the job ran: {said} (its change at LSN "
+                f"{lsn_text(lsn)}); {'lenient applies only widenings (a larger integer, float to double, a decimal of more digits); ' if behavior == 'lenient' else ''}"
+                "set the table's schema.change.behavior = ignore to read the values as the planned types, or stop "
+                "the job and change the Delta tables' columns to the new type before starting it again")})
         change = "; ".join(x for x in (f"added: {', '.join(added)}" if added else "",
                                         f"dropped: {', '.join(dropped)}" if dropped else "") if x)
         if change and behavior == "exception":
@@ -205,6 +209,20 @@ class _Rows:
                 f"table {table.table_id} has new columns {', '.join(added)} (its change at LSN {lsn_text(lsn)}); "
                 "the pipeline is planned again to read them")})
         self._checked[relation.oid] = relation
+
+    def _retyped(self, table: TableSchema, relation: Relation) -> list[tuple[str, str, str | None]]:
+        """(column, planned type, type now or None: unmapped) of the planned columns whose type changed: as the
+        engine maps them (int2 -> int4 is none; numeric(10,2) -> numeric(12,2) is one), else by pg_type oid."""
+        planned = {c.name: c.type for c in table.columns}
+        oids = self.spec.type_oids.get(table.table_id, {})
+        out: list[tuple[str, str, str | None]] = []
+        for c in relation.columns:
+            if c.name not in planned:
+                continue
+            now = engine_type_of_oid(c.type_oid, c.type_modifier)
+            if now is None and oids.get(c.name, c.type_oid) != c.type_oid or now is not None and now != planned[c.name]:
+                out.append((c.name, planned[c.name], now))
+        return out
 
     def _row(self, table: TableSchema, kind: str, lsn: int, values: dict | None) -> tuple:
         out: list = [None] * self.width

@@ -27,7 +27,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 from streaming_engine.errors import CommitError
 from streaming_engine import schema as rows  # the envelope's names
@@ -141,6 +141,26 @@ def new_columns(spark: "SparkSession", t: "Target", schema: "StructType") -> lis
     table = spark.read.format("delta").load(t.name) if t.is_path else spark.table(t.name)
     have = {f.name.lower() for f in table.schema.fields}
     return [f for f in schema.fields if f.name.lower() not in have]
+
+
+def retyped_columns(spark: "SparkSession", t: "Target", schema: "StructType") -> list[tuple[Any, str]]:
+    """(field of ``schema``, the table's type of it) for each top-level column the existing table ``t`` holds
+    as another type (names compared as Delta compares them, ignoring case)."""
+    table = spark.read.format("delta").load(t.name) if t.is_path else spark.table(t.name)
+    have = {f.name.lower(): f.dataType.simpleString() for f in table.schema.fields}
+    return [(f, have[f.name.lower()]) for f in schema.fields
+            if f.name.lower() in have and have[f.name.lower()] != f.dataType.simpleString()]
+
+
+def widen_columns(spark: "SparkSession", t: "Target", fields: list) -> None:
+    """Change the type of ``fields`` in table ``t`` to theirs, each a widening Delta allows
+    (``schema.widens``): Delta's type widening (the table feature ``typeWidening``, enabled here; files
+    written before keep their type and are read as the new one). Metadata-only commits; idempotent across a
+    crash (a restart finds the new types)."""
+    name = f"delta.`{t.name.replace('`', '``')}`" if t.is_path else t.name
+    spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
+    for f in fields:
+        spark.sql(f"ALTER TABLE {name} ALTER COLUMN `{f.name.replace('`', '``')}` TYPE {f.dataType.simpleString()}")
 
 
 def add_columns(spark: "SparkSession", t: "Target", fields: list) -> None:

@@ -309,7 +309,7 @@ def _replan(bus: EventBus, item: _Running, message: str) -> bool:
     the new plan cannot run (the pipeline then fails for good)."""
     r = item.runner
     assert item.job is not None
-    before = {t.table_id: set(t.names) for t in r.combined_dataset().tables}
+    before = {t.table_id: {c.name: c.type for c in t.columns} for t in r.combined_dataset().tables}
     try:
         job = item.job.recompile()
     except EngineError as e:
@@ -318,12 +318,14 @@ def _replan(bus: EventBus, item: _Running, message: str) -> bool:
         return _failed_for_good(bus, item, text)
     pipeline = next((p for p in job.plan.pipelines if p.key == r.pipeline.key), None)
     new = PipelineRunner(r.spark, job.dag, pipeline, r.bus, r.ledger_path) if pipeline is not None else None
-    added = tuple(
-        f"{t.table_id}.{c}" for t in (new.combined_dataset().tables if new is not None else ())
-        for c in t.names if c not in before.get(t.table_id, set(t.names))
+    added = tuple(  # the columns the new plan reads that the old one did not, or reads as another type
+        f"{t.table_id}.{c.name}" + (f" ({was} -> {c.type})" if was is not None else "")
+        for t in (new.combined_dataset().tables if new is not None else ())
+        for c in t.columns
+        if (was := before.get(t.table_id, {c.name: c.type}).get(c.name)) != c.type
     )
     if new is None or not added:
-        text = (f"{message}; planned again, the source still reads the same columns (the column was dropped again "
+        text = (f"{message}; planned again, the source still reads the same columns (the change was undone "
                 "since): set the table's schema.change.behavior = ignore until the job is past the change (the "
                 "column's values of that time are not read), then set it back") if new is not None else (
                 f"{message}; planned again, the job has no pipeline {r.pipeline.key} any more")

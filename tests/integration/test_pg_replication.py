@@ -286,11 +286,54 @@ def test_what_each_behavior_does_with_a_relation_whose_columns_or_types_changed(
     assert [r[3:5] for r in read("lenient", dropped, ("1",))] == [("1", None)]
     with pytest.raises(SchemaError, match="dropped: v"):
         read("exception", dropped, ("1",))
-    retyped = (("id", 23), ("v", 1043))  # text -> varchar
-    for behavior in ("lenient", "exception"):
-        with pytest.raises(SchemaError, match=r"the type of v changed.*not applied"):
-            read(behavior, retyped, ("1", "a"))
-    assert [r[3:5] for r in read("ignore", retyped, ("1", "a"))] == [("1", "a")]
+    assert [r[3:5] for r in read("exception", (("id", 23), ("v", 1043)), ("1", "a"))] == [("1", "a")]  # text -> varchar: both strings
+
+
+def test_a_type_change_is_planned_again_under_lenient_when_delta_can_widen_it_else_refused():
+    """``_Rows`` against Relation messages whose column types changed (pg_type oid and type modifier, as
+    pgoutput sends them): compared as the engine maps them."""
+    from sources._pg.catalog import Connection
+    from sources._pg.pgoutput import Change, Column as PgColumn, Relation
+    from sources._pg.reader import Spec, _Rows
+    from streaming_engine.errors import RuntimeFailure, SchemaError
+    from streaming_engine.schema import Column, TableSchema
+
+    table = TableSchema("db.s.t", (Column("id", "int", False), Column("n", "int"), Column("d", "decimal(10,2)")), ("id",))
+    conn = Connection.from_url("jdbc:postgresql://h/db", "u", None)
+    numeric = lambda p, s: (p << 16 | s) + 4  # noqa: E731 - atttypmod of numeric(p,s)
+
+    def read(behavior: str, n: tuple, d: tuple) -> list:
+        rows = _Rows(Spec(conn, "s", "s", (table,), "UTC", "reject", schema_changes={"db.s.t": behavior},
+                          planned_at=1000, type_oids={"db.s.t": {"id": 23, "n": 23, "d": 1700}}))
+        rows.relations[7] = Relation(7, "s", "t", "f", (PgColumn("id", 23, -1, True), PgColumn("n", *n, True),
+                                                        PgColumn("d", *d, True)))
+        return list(rows.rows(Change("I", 7, ("1", "2", "3.5"), None, None), 2000))
+
+    same_n, same_d = (23, -1), (1700, numeric(10, 2))
+    assert [r[3:6] for r in read("exception", (21, -1), same_d)] == [("1", "2", "3.5")]  # int2 -> int4: both int
+    with pytest.raises(RuntimeFailure, match=r"RUNTIME.SCHEMA_CHANGED.*wider column types: n int -> bigint"):
+        read("lenient", (20, -1), same_d)
+    with pytest.raises(RuntimeFailure, match=r"d decimal\(10,2\) -> decimal\(14,4\)"):
+        read("lenient", same_n, (1700, numeric(14, 4)))
+    with pytest.raises(SchemaError, match=r"SCHEMA.CHANGED.*d decimal\(10,2\) -> decimal\(10,4\).*only widenings"):
+        read("lenient", same_n, (1700, numeric(10, 4)))  # fewer digits before the point: not a widening
+    with pytest.raises(SchemaError, match=r"n int -> string.*only widenings"):
+        read("lenient", (25, -1), same_d)
+    with pytest.raises(SchemaError, match=r"n int -> a type the engine does not map"):
+        read("lenient", (16400, -1), same_d)
+    with pytest.raises(SchemaError, match=r"SCHEMA.CHANGED.*n int -> bigint"):
+        read("exception", (20, -1), same_d)
+    assert [r[3:6] for r in read("ignore", (20, -1), same_d)] == [("1", "2", "3.5")]
+
+
+def test_what_delta_widens():
+    from streaming_engine.schema import widens
+
+    assert widens("int", "bigint") and widens("smallint", "int") and widens("float", "double")
+    assert widens("decimal(10,2)", "decimal(12,2)") and widens("decimal(10,2)", "decimal(14,4)")
+    assert not widens("bigint", "int") and not widens("int", "int") and not widens("int", "double")
+    assert not widens("decimal(10,2)", "decimal(10,4)") and not widens("decimal(10,2)", "decimal(9,2)")
+    assert not widens("int", "string") and not widens("date", "timestamp")
 
 
 def test_planned_again_a_transform_that_no_longer_fits_fails_naming_itself_and_the_column(cur, postgres_db_module):

@@ -301,3 +301,64 @@ def test_a_restart_after_a_lenient_drop_writes_the_tables_that_keep_the_column(
         _drop(cur, slot)
         cur.execute("DROP SCHEMA evd CASCADE")
         conn.close()
+
+
+@pytest.mark.timeout(400)
+def test_a_column_widened_while_the_job_runs_is_widened_in_delta_and_no_value_is_lost(
+        spark, run_job_text, postgres_db_module, tmp_path):
+    """lenient: ALTER COLUMN ... TYPE to a wider type (int -> bigint, numeric(10,2) -> numeric(14,4)) while the
+    job streams: the pipeline is planned again for the new types, both Delta tables' columns are widened
+    (Delta's type widening), and rows changed before and after the change, with values only the new types
+    hold, equal PostgreSQL's."""
+    from streaming_engine.runtime.events import PipelineFailed, PipelineReplanned
+
+    pg = postgres_db_module
+    conn = _connect(pg)
+    cur = conn.cursor()
+    cur.execute("CREATE SCHEMA evw; CREATE TABLE evw.s (id int PRIMARY KEY, n int, d numeric(10,2)); "
+                "ALTER TABLE evw.s REPLICA IDENTITY FULL; "
+                "INSERT INTO evw.s SELECT i, i, i / 4.0 FROM generate_series(1, 50) i")
+    slot = "pgevw_test"
+    job = JOB.format(host=pg.host, port=pg.port, slot=slot, tables='"postgres.evw.s"', extra="").replace("pgevo", "pgevw")
+    stop, state = threading.Event(), {}
+
+    def conductor() -> None:
+        c = _connect(pg).cursor()
+        deadline = time.monotonic() + 150
+        while _committed(tmp_path) < 2 and time.monotonic() < deadline:  # the snapshot is in
+            time.sleep(0.2)
+        c.execute("UPDATE evw.s SET n = n + 1 WHERE id <= 10")
+        c.execute("BEGIN; ALTER TABLE evw.s ALTER COLUMN n TYPE bigint, ALTER COLUMN d TYPE numeric(14,4); COMMIT")
+        c.execute("INSERT INTO evw.s VALUES (100, 1099511627776, 1234567890.1234)")
+        c.execute("UPDATE evw.s SET n = n + 8589934592, d = d + 0.0001 WHERE id BETWEEN 11 AND 20")
+        c.execute("DELETE FROM evw.s WHERE id = 30")
+        c.execute("SELECT pg_current_wal_insert_lsn()::text")
+        last = c.fetchone()[0]
+        while time.monotonic() < deadline and not _slot_past(c, slot, last):
+            time.sleep(0.3)
+        state["advanced"] = _slot_past(c, slot, last)
+        stop.set()
+
+    try:
+        t = threading.Thread(target=conductor, daemon=True)
+        t.start()
+        ran = run_job_text(job, stop=stop, timeout_s=300)
+        stop.set()
+        t.join()
+        assert ran.result.status in ("FINISHED", "CANCELED"), ran.result.error
+        assert state.get("advanced"), "the slot never passed the last change"
+        assert not [e for e in ran.events if isinstance(e, PipelineFailed)], "a widening is not a failure"
+        assert [e.columns for e in ran.events if isinstance(e, PipelineReplanned)] == [
+            ("postgres.evw.s.n (int -> bigint)", "postgres.evw.s.d (decimal(10,2) -> decimal(14,4))")]
+        cur.execute("SELECT id, n, d FROM evw.s")
+        want = sorted(tuple(r) for r in cur.fetchall())
+        got = spark.read.format("delta").load(str(tmp_path / "state" / "s"))
+        assert dict(got.dtypes) == {"id": "int", "n": "bigint", "d": "decimal(14,4)"}
+        assert sorted(tuple(r) for r in got.collect()) == want, "the upsert target differs from PostgreSQL"
+        log = spark.read.format("delta").load(str(tmp_path / "log" / "s"))
+        assert dict(log.dtypes)["n"] == "bigint" and dict(log.dtypes)["d"] == "decimal(14,4)"
+        assert_telescopes(log.select("row_kind", "id", "n", "d").collect(), want)
+    finally:
+        _drop(cur, slot)
+        cur.execute("DROP SCHEMA evw CASCADE")
+        conn.close()
