@@ -29,7 +29,7 @@ from streaming_engine import redact
 from streaming_engine.api import views
 from streaming_engine.control import history
 from streaming_engine.errors import ConfigError, EngineError, Problem
-from streaming_engine.runtime.events import EpochCommitted, Event, SourceProgress
+from streaming_engine.runtime.events import EpochCommitted, Event, PipelineReplanned, SourceProgress
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -114,6 +114,8 @@ class Submitted:
                 p = self.pipelines.setdefault(e.pipeline, PipelineProgress(e.pipeline))
                 p.rows_read += e.input_rows
                 self.source_rows += e.input_rows
+            elif isinstance(e, PipelineReplanned) and e.plans:  # explain shows the plans as planned again
+                self.plans = json.loads(e.plans)
         if self.running_since is None and self.master.state.state.value == "RUNNING":
             self.running_since = time.time()
 
@@ -378,7 +380,8 @@ class JobService:
             return history.jobs(self.spark, self.history_path, job_id=job_id, limit=1000)
 
     def _history_plans(self, job_ids: list[str]) -> dict[str, dict[str, Any]]:
-        """The plans each job recorded with its CREATED state (one query for all)."""
+        """The plans each job recorded last: with its CREATED state, or a pipeline's when it was planned
+        again for a schema change (one query for all)."""
         if not job_ids:
             return {}
         from delta.tables import DeltaTable
@@ -388,10 +391,12 @@ class JobService:
             if not DeltaTable.isDeltaTable(self.spark, self.history_path):
                 return {}
             rows = (self.spark.read.format("delta").load(self.history_path)
-                    .where((F.col("entity") == "job") & (F.col("state") == "CREATED") & F.col("job_id").isin(job_ids))
-                    .select("job_id", "detail").collect())
+                    .where((F.col("state") == "CREATED") & F.col("job_id").isin(job_ids) & F.col("detail").isNotNull())
+                    .select("job_id", "seq", "detail").orderBy("seq").collect())
         out = {}
-        for r in rows:
+        for r in rows:  # the newest last
+            if '"plans"' not in r["detail"]:
+                continue
             try:
                 out[r["job_id"]] = (json.loads(r["detail"]) or {}).get("plans") if r["detail"] else None
             except ValueError:
@@ -425,12 +430,12 @@ def _from_history(summary: dict[str, Any], rows: list[dict[str, Any]],
             metrics_detail = json.loads(summary["metrics"]) or {}
         except ValueError:
             metrics_detail = {}
-    for r in rows:
-        if r.get("entity") == "job" and r.get("state") == "CREATED" and r.get("detail") and plans is None:
+    for r in sorted(rows, key=lambda r: r.get("seq") or 0) if plans is None else ():  # the newest plans recorded
+        if r.get("state") == "CREATED" and r.get("detail") and '"plans"' in r["detail"]:
             try:
-                plans = (json.loads(r["detail"]) or {}).get("plans")
+                plans = (json.loads(r["detail"]) or {}).get("plans") or plans
             except ValueError:
-                plans = None
+                pass
     committed = metrics_detail.get("committed") or []
     pipelines: dict[str, dict[str, Any]] = {}
     for key, state in (metrics_detail.get("pipelines") or {}).items():

@@ -73,6 +73,7 @@ class JobMaster:
         self.bus.subscribe(self.on_event)
         self.restarts: dict[str, int] = {p.key: 0 for p in job.plan.pipelines}
         self.bug: EngineError | None = None  # an illegal transition seen while the job ran
+        self.plans_now: dict[str, Any] | None = None  # the plans since a pipeline was planned again, else None
         self.lost: EngineError | None = None  # the lease went to another run
         self._seq = 0
         self._pending: list[dict[str, Any]] = []
@@ -186,7 +187,7 @@ class JobMaster:
         env = self.job.dag.env
         try:
             data = savepoint.record(
-                spark, self.job_id, self.name, config_hash(self.job), plans(self.job),
+                spark, self.job_id, self.name, config_hash(self.job), self.plans_now or plans(self.job),
                 {p.key: checkpoint_location(self.job.dag, p.key) for p in self.job.plan.pipelines},
                 ledger_path(env.checkpoint_dir, slug(self.name)),
             )
@@ -281,7 +282,10 @@ class JobMaster:
         elif isinstance(e, PipelineReplanned):  # its query stopped for a schema change; no restart is counted
             m = self.pipelines[e.pipeline]
             self._move(m, P.FAILING, e.change)
-            self._move(m, P.CREATED, f"planned again for a schema change (new columns {', '.join(e.columns)})")
+            if e.plans:
+                self.plans_now = json.loads(e.plans)
+            self._move(m, P.CREATED, f"planned again for a schema change (columns {', '.join(e.columns)})",
+                       detail={"plans": self.plans_now} if e.plans else None)
         elif isinstance(e, JobStopping):
             if self.state.state in (J.SCHEDULED, J.RUNNING):
                 self._move(self.state, J.DOING_SAVEPOINT if e.savepoint else J.CANCELING,

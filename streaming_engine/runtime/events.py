@@ -114,6 +114,7 @@ class PipelineReplanned(Event):
     attempt: int
     change: str
     columns: tuple[str, ...] = ()
+    plans: str = ""  # the job's plans as planned again (plan.render.to_json): what explain shows from now on
 
 
 @dataclass(frozen=True)

@@ -333,7 +333,9 @@ def _replan(bus: EventBus, item: _Running, message: str) -> bool:
         return _failed_for_good(bus, item, text)
     r.dag, r.pipeline, r._maintenance = job.dag, pipeline, None  # type: ignore[assignment]
     item.job = job
-    bus.publish(PipelineReplanned(r.dag.job_name, r.pipeline.key, item.attempt, message, added))
+    from streaming_engine.plan.render import to_json
+
+    bus.publish(PipelineReplanned(r.dag.job_name, r.pipeline.key, item.attempt, message, added, to_json(job)))
     log.warning("planned the pipeline again for a schema change",
                 extra={"pipeline": r.pipeline.name, "added": list(added), "change": message})
     item.query = None

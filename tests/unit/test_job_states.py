@@ -191,15 +191,25 @@ def test_a_pipeline_planned_again_goes_back_through_created_and_no_restart_is_co
     from streaming_engine.job import compile_text
     from streaming_engine.runtime.events import PipelineReplanned, PipelineStarted, PipelineStarting
 
-    job = compile_text('env { job.name = replanned }\nsource { FakeSource { plugin_output = a, row.num = 1,'
-                       ' schema = { fields { id = int } } } }\nsink { Console { plugin_input = a } }')
+    from streaming_engine.control.master import plans
+    from streaming_engine.plan.render import to_json
+
+    text = ('env { job.name = replanned }\nsource { FakeSource { plugin_output = a, row.num = 1,'
+            ' schema = { fields { id = int } } } }\nsink { Console { plugin_input = a } }')
+    job = compile_text(text)
+    again = compile_text(text.replace("id = int", "id = int, c = string"))  # what the new plan reads
     master = JobMaster(job)
     (key,) = master.pipelines
     for e in (PipelineStarting("replanned", key, 1), PipelineStarted("replanned", key, "/ck", 1),
-              PipelineReplanned("replanned", key, 1, "[RUNTIME.SCHEMA_CHANGED] table t has new columns c", ("t.c",)),
+              PipelineReplanned("replanned", key, 1, "[RUNTIME.SCHEMA_CHANGED] table t has new columns c", ("t.c",),
+                                to_json(again)),
               PipelineStarting("replanned", key, 2), PipelineStarted("replanned", key, "/ck", 2)):
         master.on_event(e)
     assert master.pipelines[key].state.name == "RUNNING" and master.restarts[key] == 0
     moves = [(t.old, t.new, t.cause) for t in master.pipelines[key].history]
     assert ("RUNNING", "FAILING", "[RUNTIME.SCHEMA_CHANGED] table t has new columns c") in moves
-    assert ("FAILING", "CREATED", "planned again for a schema change (new columns t.c)") in moves
+    assert ("FAILING", "CREATED", "planned again for a schema change (columns t.c)") in moves
+    # from now on the job's plans (explain, a savepoint) are the new ones, recorded with the pipeline's CREATED
+    assert master.plans_now == plans(again) != plans(job)
+    recorded = [r for r in master._pending if r["entity"] != "job" and r["state"] == "CREATED" and r["detail"]]
+    assert recorded and '"c"' in recorded[-1]["detail"], recorded
