@@ -56,6 +56,7 @@ MESSAGES: dict[str, str] = {
     "(they are kept there); the first error: {error}. Check the source's format and schema against the records, "
     "or set env {{ dead_letter.allow_all = true }} when that is expected",
     "RUNTIME.FAILED": "{detail}",
+    "DATA.NOT_REPRESENTABLE": "{detail}",
     # a source read a table whose columns changed while the job ran: the pipeline is planned again and restarted
     "RUNTIME.SCHEMA_CHANGED": "{detail}",
     "SCHEMA.CHANGED": "{detail}",

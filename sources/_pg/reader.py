@@ -105,6 +105,9 @@ class _Rows:
         self._checked: dict[int, Relation] = {}  # relation oid -> the Relation message whose columns were checked
         self.progress = Progress(self.tables, progress)
         self._arrow: Any = None
+        # NUMERIC columns: PostgreSQL's NaN and +-Infinity have no decimal form in Spark or Delta
+        self._decimals = {tid: [(i, c.name) for i, c in enumerate(t.columns) if c.type.startswith("decimal")]
+                          for tid, t in self.tables.items()}
 
     def chunk_batch(self, table: TableSchema, columns: list, at: int) -> Any:
         """A snapshot chunk's rows (Arrow string columns, the table's order) as an envelope batch: +I at ``at``."""
@@ -117,6 +120,14 @@ class _Rows:
             self._arrow = to_arrow_schema(StructType.fromJson(__import__("json").loads(self.spec.struct_json)),
                                           timezone="UTC")
         n = len(columns[0]) if columns else 0
+        for i, name in self._decimals.get(table.table_id, ()):
+            import pyarrow.compute as pc
+
+            bad = pc.is_in(columns[i], value_set=pa.array(_NON_FINITE))
+            if pc.any(bad).as_py():
+                first = pc.index(bad, True).as_py()
+                key = {k: columns[table.names.index(k)][first].as_py() for k in table.primary_key}
+                raise _not_representable(table, name, columns[i][first].as_py(), f"the snapshot's row {key}")
         out: list = [None] * self.width
         for place, column in zip(self.places[table.table_id], columns):
             out[place] = column
@@ -225,6 +236,10 @@ class _Rows:
         return out
 
     def _row(self, table: TableSchema, kind: str, lsn: int, values: dict | None) -> tuple:
+        for _, name in self._decimals.get(table.table_id, ()):
+            if (values or {}).get(name) in _NON_FINITE:
+                key = {k: (values or {}).get(k) for k in table.primary_key}
+                raise _not_representable(table, name, values[name], f"the change at LSN {lsn_text(lsn)} of row {key}")  # type: ignore[index]
         out: list = [None] * self.width
         for place, column in zip(self.places[table.table_id], table.columns):
             out[place] = (values or {}).get(column.name)
@@ -241,6 +256,16 @@ class _Rows:
                     f"table {table.table_id} was truncated at LSN {lsn_text(lsn)}; set truncate_events = apply (the sink "
                     "clears the table) or ignore in the Postgres-CDC source")})
             yield (table.table_id, envelope.TRUNCATE, lsn, *([None] * self.width))
+
+
+_NON_FINITE = ["NaN", "Infinity", "-Infinity"]  # PostgreSQL's text of NUMERIC values that are not numbers
+
+
+def _not_representable(table: TableSchema, column: str, value: str, where: str) -> RuntimeFailure:
+    return RuntimeFailure("DATA.NOT_REPRESENTABLE", {"detail": (
+        f"table {table.table_id}, column {column} (numeric): {where} holds {value}, which a Spark or Delta decimal "
+        "cannot hold; change the column to double precision (or real), or keep such values out of the "
+        "table, then start the job again (what was committed before stays)")})
 
 
 def register(spark: Any) -> None:

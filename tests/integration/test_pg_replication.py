@@ -369,3 +369,27 @@ def test_planned_again_a_transform_that_no_longer_fits_fails_naming_itself_and_t
         again.recompile()
     text = str(e.value)
     assert "transform[2] Sql: column 'extra' would appear twice in table 'postgres.app.t'" in text, text
+
+
+def test_a_numeric_that_is_not_a_number_fails_naming_table_column_and_row(spark):
+    """PostgreSQL's NUMERIC holds NaN and +-Infinity, which no Spark or Delta decimal holds: a change or a
+    snapshot row carrying one fails the read naming the table, the column and the row (never null)."""
+    import pyarrow as pa
+
+    from sources._pg.catalog import Connection
+    from sources._pg.pgoutput import Change, Column as PgColumn, Relation
+    from sources._pg.reader import Spec, _Rows
+    from streaming_engine.errors import RuntimeFailure
+    from streaming_engine.schema import Column, Dataset, TableSchema
+    from sources._pg.reader import text_struct
+
+    table = TableSchema("db.s.t", (Column("id", "int", False), Column("amount", "decimal(10,2)")), ("id",))
+    conn = Connection.from_url("jdbc:postgresql://h/db", "u", None)
+    rows = _Rows(Spec(conn, "s", "s", (table,), "UTC", "reject", struct_json=text_struct(Dataset((table,))).json()))
+    rows.relations[7] = Relation(7, "s", "t", "f", (PgColumn("id", 23, -1, True), PgColumn("amount", 1700, (10 << 16 | 2) + 4, True)))
+    assert [r[3:5] for r in rows.rows(Change("I", 7, ("1", "2.50"), None, None), 2000)] == [("1", "2.50")]
+    with pytest.raises(RuntimeFailure, match=r"DATA.NOT_REPRESENTABLE.*db.s.t, column amount.*row \{'id': '2'\} holds NaN"):
+        list(rows.rows(Change("I", 7, ("2", "NaN"), None, None), 2000))
+    assert rows.chunk_batch(table, [pa.array(["1", "3"]), pa.array(["1.00", "7"])], 10).num_rows == 2
+    with pytest.raises(RuntimeFailure, match=r"column amount.*snapshot's row \{'id': '3'\} holds -Infinity"):
+        rows.chunk_batch(table, [pa.array(["1", "3"]), pa.array(["1.00", "-Infinity"])], 10)

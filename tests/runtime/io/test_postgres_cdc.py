@@ -231,3 +231,24 @@ def test_the_example_job_runs_against_a_database(spark, run_job_text, postgres_d
                     "WHERE slot_name = 'shop_to_lake'")
         cur.execute("DROP PUBLICATION IF EXISTS shop_to_lake; DROP TABLE public.customers, public.orders")
         conn.close()
+
+
+def test_a_numeric_nan_fails_the_run_naming_table_column_and_row(spark, run_job_text, postgres_db_module):
+    """A NUMERIC NaN (no Spark or Delta decimal holds it) fails the job naming where it is; nothing is written
+    as null."""
+    pg = postgres_db_module
+    pg.execute("CREATE TABLE public.nan_t (id int PRIMARY KEY, amount numeric(10,2)); "
+               "ALTER TABLE public.nan_t REPLICA IDENTITY FULL; INSERT INTO public.nan_t VALUES (1, 1.5), (2, 'NaN')")
+    job = f"""env {{ job.name = pgnan, job.mode = BATCH }}
+source {{ Postgres-CDC {{ plugin_output = s, base-url = "jdbc:postgresql://{pg.host}:{pg.port}/postgres",
+  username = postgres, table-names = ["postgres.public.nan_t"], slot.name = pgnan }} }}
+sink {{ Delta {{ plugin_input = s, path = "${{work}}/nan", save_mode = upsert }} }}"""
+    try:
+        ran = run_job_text(job, timeout_s=300)
+        assert ran.result.status == "FAILED", ran.result
+        assert "[DATA.NOT_REPRESENTABLE]" in ran.result.error, ran.result.error
+        assert "postgres.public.nan_t, column amount" in ran.result.error and "{'id': '2'} holds NaN" in ran.result.error
+    finally:
+        pg.execute("SELECT pg_drop_replication_slot('pgnan') FROM pg_replication_slots WHERE slot_name = 'pgnan'")
+        pg.execute("DROP PUBLICATION IF EXISTS pgnan")
+        pg.execute("DROP TABLE public.nan_t")
