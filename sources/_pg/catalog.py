@@ -79,7 +79,15 @@ class Connection:
         hostport, slash, database = rest.partition("/")
         if not slash or not database or not hostport:
             raise ValueError("base-url must name the host and the database: jdbc:postgresql://host:5432/database")
-        host, colon, port = hostport.rpartition(":") if ":" in hostport else (hostport, "", "5432")
+        if hostport.startswith("["):  # an IPv6 address, as JDBC writes it: [::1]:5432
+            host, bracket, after = hostport[1:].partition("]")
+            if not bracket or not host or (after and not after.startswith(":")):
+                raise ValueError(f"base-url: {hostport!r} is not [IPv6 address] or [IPv6 address]:port")
+            port = after[1:] if after else "5432"
+        elif hostport.count(":") > 1:
+            raise ValueError(f"base-url: write an IPv6 host in brackets, jdbc:postgresql://[{hostport}]:5432/...")
+        else:
+            host, colon, port = hostport.rpartition(":") if ":" in hostport else (hostport, "", "5432")
         if not port.isdigit():
             raise ValueError(f"base-url: port {port!r} is not a number")
         given = parse_qsl(query)
@@ -109,7 +117,7 @@ class Connection:
         return conn
 
     def where(self) -> str:
-        return f"{self.host}:{self.port}/{self.database}"
+        return f"{f'[{self.host}]' if ':' in self.host else self.host}:{self.port}/{self.database}"
 
 
 @dataclass(frozen=True)

@@ -194,8 +194,12 @@ def test_base_url_as_the_source_reads_it():
     assert (c.host, c.port, c.database, c.password, c.params) == ("db1", 6543, "shop", "s3cret", (("sslmode", "require"),))
     assert Connection.from_url("jdbc:postgresql://db1/shop", "u", "opt").port == 5432
     assert Connection.from_url("jdbc:postgresql://db1/shop?password=url", "u", "opt").password == "opt"
+    v6 = Connection.from_url("jdbc:postgresql://[fe80::1]:6543/shop", "u", None)  # IPv6, as JDBC writes it
+    assert (v6.host, v6.port, v6.where()) == ("fe80::1", 6543, "[fe80::1]:6543/shop")
+    assert Connection.from_url("jdbc:postgresql://[::1]/shop", "u", None).port == 5432
     for bad, says in (("postgresql://db1/shop", "must look like"), ("jdbc:postgresql://db1", "name the host and the database"),
-                      ("jdbc:postgresql://db1:x/shop", "not a number")):
+                      ("jdbc:postgresql://db1:x/shop", "not a number"), ("jdbc:postgresql://::1:5432/shop", "in brackets"),
+                      ("jdbc:postgresql://[::1/shop", r"is not \[IPv6 address\]"), ("jdbc:postgresql://[::1]:x/shop", "not a number")):
         with pytest.raises(ValueError, match=says):
             Connection.from_url(bad, "u", None)
 
