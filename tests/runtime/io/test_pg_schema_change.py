@@ -365,3 +365,47 @@ def test_a_column_widened_while_the_job_runs_is_widened_in_delta_and_no_value_is
         _drop(cur, slot)
         cur.execute("DROP SCHEMA evw CASCADE")
         conn.close()
+
+
+@pytest.mark.timeout(400)
+def test_a_restart_whose_last_plan_no_longer_fits_a_transform_fails_through_the_master_naming_both(
+        spark, run_job_text, postgres_db_module, tmp_path):
+    """The run before kept a column dropped since (lenient); the job was then edited to add a column of that
+    name in a Sql transform. The fresh plan fits (the catalog lacks the column), the plan the checkpoint
+    holds does not: the master's run ends FAILED naming the transform and the column, its pipeline CANCELED,
+    and nothing more is written."""
+    from streaming_engine.control.master import JobMaster
+    from streaming_engine.job import compile_text
+
+    pg = postgres_db_module
+    conn = _connect(pg)
+    cur = conn.cursor()
+    cur.execute("CREATE SCHEMA evf; CREATE TABLE evf.s (id int PRIMARY KEY, v text, gone text); "
+                "ALTER TABLE evf.s REPLICA IDENTITY FULL; INSERT INTO evf.s VALUES (1, 'a', 'g1')")
+    slot = "pgevf_test"
+    job = f"""
+env {{ job.name = pgevf, job.mode = STREAMING, checkpoint.interval = 200 }}
+source {{ Postgres-CDC {{ plugin_output = pg, base-url = "jdbc:postgresql://{pg.host}:{pg.port}/postgres",
+  username = postgres, table-names = ["postgres.evf.s"], slot.name = {slot} }} }}
+transform {{ Sql {{ plugin_input = pg, plugin_output = q, query = "select * from pg" }} }}
+sink {{ Delta {{ plugin_input = q, path = "${{work}}/state/${{table_name}}", save_mode = upsert }} }}
+"""
+    try:
+        first = run_job_text(job, stop_after_epochs=2, timeout_s=200)
+        assert first.result.status in ("FINISHED", "CANCELED"), first.result.error
+        cur.execute("ALTER TABLE evf.s DROP COLUMN gone")
+        cur.execute("INSERT INTO evf.s VALUES (2, 'b')")
+        edited = job.replace('query = "select * from pg"', "query = \"select *, 'x' as gone from pg\"")
+        compiled = compile_text(edited, variables={"work": str(tmp_path)}, file="job.conf")  # the fresh plan fits
+        master = JobMaster(compiled)
+        result = master.run(spark=spark, timeout_s=200)
+        assert result.status == "FAILED", result
+        assert "Sql" in result.error and "column 'gone' would appear twice" in result.error, result.error
+        assert master.state.state.value == "FAILED"
+        assert [m.state.value for m in master.pipelines.values()] == ["CANCELED"]
+        state = spark.read.format("delta").load(str(tmp_path / "state" / "s"))
+        assert sorted(tuple(r) for r in state.collect()) == [(1, "a", "g1")], "nothing more is written"
+    finally:
+        _drop(cur, slot)
+        cur.execute("DROP SCHEMA evf CASCADE")
+        conn.close()
