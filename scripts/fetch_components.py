@@ -5,6 +5,8 @@ Components (runtime jars with their transitive dependencies, from Maven Central)
 
 * ``kafka``: an Apache Kafka broker (KRaft) with a log4j2 binding for slf4j 1.7;
 * ``s3proxy``: s3proxy, an S3-compatible server (jclouds' filesystem provider);
+* ``yarn``: Hadoop's mini cluster (a YARN ResourceManager, NodeManager and
+  JobHistoryServer in one JVM, ``MiniHadoopClusterManager``);
 * ``debezium``: the Debezium embedded engine with the PostgreSQL connector, an
   slf4j binding and Kafka's producer (kafka-clients, the version Debezium's
   dependencies bring), plus ``tests/components/java/DebeziumToKafka.java``
@@ -59,12 +61,20 @@ COMPONENTS: dict[str, tuple[str, ...]] = {
     ),
     # an S3-compatible server (jclouds' filesystem provider) for the s3a tests
     "s3proxy": ("org.gaul:s3proxy:4.1.0:jar-with-dependencies",),  # its own dependency set (Maven's mediation breaks it)
+    # a real YARN (ResourceManager, NodeManager, JobHistoryServer in one JVM: Hadoop's MiniHadoopClusterManager,
+    # of the Hadoop version pyspark ships); its test classes need JUnit's Assertions at run time
+    "yarn": (
+        "org.apache.hadoop:hadoop-minicluster:3.5.0",
+        "org.junit.jupiter:junit-jupiter-api:5.10.2",
+    ),
 }
 # jar-name prefixes each component must contain after the fetch
 REQUIRED_JARS: dict[str, tuple[str, ...]] = {
     "kafka": ("kafka_2.13-", "kafka-clients-", "log4j-core-"),
     "debezium": ("debezium-embedded-", "debezium-connector-postgres-", "kafka-clients-", "slf4j-simple-"),
     "s3proxy": ("s3proxy-",),
+    "yarn": ("hadoop-mapreduce-client-jobclient-3.5.0-tests", "hadoop-yarn-server-resourcemanager-",
+             "hadoop-yarn-server-nodemanager-", "junit-jupiter-api-"),
 }
 
 

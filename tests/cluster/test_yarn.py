@@ -1,0 +1,96 @@
+"""Jobs submitted through ./spark-submit.sh to a real YARN (Hadoop's mini
+cluster: a ResourceManager and a NodeManager whose containers are real
+processes; tests/components/yarn.py), in client and in cluster deploy mode.
+
+The job's Python transform lives in a user module that exists only in the
+test's folder: it must reach the executors' containers through the job's
+``env.python.files``; in cluster mode the job file and the engine travel to
+the application master's container too. What the job wrote is compared with
+the rows the test put into it; the ResourceManager says how each application
+ended, and the submitting shell gets the job's exit status."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.cluster.test_standalone import PY, ROOT, TABLES, UDF, _job
+from tests.components import wait_until
+from tests.components.yarn import MiniYarnCluster
+from tests.jvm import C1_ONLY_OPTS
+
+pytestmark = [pytest.mark.spark, pytest.mark.components]
+
+
+@pytest.fixture(scope="module")
+def yarn(tmp_path_factory):
+    with MiniYarnCluster(tmp_path_factory.mktemp("yarn")) as y:
+        yield y
+
+
+def _submit(work: Path, yarn: MiniYarnCluster, mode: str, name: str) -> subprocess.CompletedProcess:
+    argv = [str(ROOT / "spark-submit.sh"), "run", "-c", str(work / "job.conf"), "-i", f"work={work}", "-m", "yarn",
+            "-e", mode, "-n", name, "--executor-python", PY, "--num-executors", "1", "--executor-memory", "512m",
+            "--conf", "spark.yarn.maxAppAttempts=1", "--conf", "spark.sql.shuffle.partitions=2",
+            "--conf", f"spark.executor.extraJavaOptions={C1_ONLY_OPTS}"]
+    if mode == "cluster":
+        argv += ["--driver-memory", "768m", "--conf", f"spark.driver.extraJavaOptions={C1_ONLY_OPTS}"]
+    env = {**os.environ, **yarn.env(), "SPARK_SUBMIT_OPTS": C1_ONLY_OPTS}
+    return subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=work, env=env, stdin=subprocess.DEVNULL)
+
+
+def _apps(yarn: MiniYarnCluster, name: str, count: int) -> list[dict]:
+    """The ``count`` applications of that name, once each has ended (in client mode the shell may return
+    before the application master has told the ResourceManager)."""
+    def ended() -> list[dict]:
+        apps = sorted((a for a in yarn.applications() if a["name"] == name), key=lambda a: a["id"])
+        return apps if len(apps) == count and all(a["state"] in ("FINISHED", "FAILED", "KILLED") for a in apps) else []
+
+    wait_until(lambda: bool(ended()), timeout=60, interval=0.5)
+    apps = sorted((a for a in yarn.applications() if a["name"] == name), key=lambda a: a["id"])
+    assert len(apps) == count, apps
+    return apps
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("mode", ["client", "cluster"])
+def test_a_job_with_a_user_module_runs_in_yarn_containers_and_writes_delta_once(yarn, tmp_path, spark, mode):
+    (tmp_path / "userlib").mkdir()
+    (tmp_path / "userlib" / "cluster_udfs.py").write_text(UDF)
+    (tmp_path / "job.conf").write_text(_job())
+    name = f"yarn_{mode}"
+    first = _submit(tmp_path, yarn, mode, name)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+
+    places = set()
+    for table, rows in TABLES.items():
+        got = spark.read.format("delta").load(str(tmp_path / "out" / table.split(".")[1]))
+        read = sorted(tuple(r) for r in got.select("id", "name", "qty", "doubled", "ran_in").collect())
+        assert [r[:4] for r in read] == sorted((i, n, q, 2 * q) for i, n, q in rows), table
+        places |= {r[4] for r in read}
+    # every row went through the user function in a container the NodeManager launched
+    assert places and all(f"{os.sep}container_" in p and p.startswith(str(yarn.workdir)) for p in places), places
+    if mode == "cluster":  # the driver ran in the application master's container: its output is the container's
+        assert "final status: SUCCEEDED" in first.stdout + first.stderr
+
+    if mode == "client":  # (the driver's side is the standalone tests'; its rerun is checked there)
+        assert [(a["state"], a["finalStatus"]) for a in _apps(yarn, name, 1)] == [("FINISHED", "SUCCEEDED")]
+        return
+    again = _submit(tmp_path, yarn, mode, name)  # the same job (-n is its name): everything committed, nothing written
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    for table, rows in TABLES.items():
+        assert spark.read.format("delta").load(str(tmp_path / "out" / table.split(".")[1])).count() == len(rows)
+    assert [(a["state"], a["finalStatus"]) for a in _apps(yarn, name, 2)] == [("FINISHED", "SUCCEEDED")] * 2
+
+
+@pytest.mark.timeout(600)
+def test_a_failing_job_in_cluster_mode_fails_the_submitting_shell_and_the_application(yarn, tmp_path):
+    (tmp_path / "job.conf").write_text(_job().replace("python.files = [ userlib ]", "").replace(
+        "cluster_udfs:tag", "cluster_udfs_absent:tag"))
+    proc = _submit(tmp_path, yarn, "cluster", "yarn_failing")
+    assert proc.returncode != 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (app,) = _apps(yarn, "yarn_failing", 1)
+    assert app["finalStatus"] == "FAILED", app
