@@ -19,6 +19,7 @@ import pytest
 
 from tests.cluster.test_standalone import PY, ROOT, TABLES, UDF, _job
 from tests.components import wait_until
+from tests.components.fixtures import kafka_broker  # noqa: F401
 from tests.components.yarn import MiniYarnCluster
 from tests.jvm import C1_ONLY_OPTS
 
@@ -94,3 +95,112 @@ def test_a_failing_job_in_cluster_mode_fails_the_submitting_shell_and_the_applic
     assert proc.returncode != 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (app,) = _apps(yarn, "yarn_failing", 1)
     assert app["finalStatus"] == "FAILED", app
+
+
+SLOW_UDF = '''
+import os
+import time
+import uuid
+
+
+def tag(df):
+    # marks where it ran (the test kills the executor it finds there), then takes its time
+    with open(os.path.join(os.environ["ENGINE_TEST_MARKS"], uuid.uuid4().hex), "w") as fh:
+        fh.write(os.getcwd())
+    time.sleep(1.0)
+    df["doubled"] = df["qty"] * 2
+    return df
+'''
+
+
+def _jvm(predicate) -> int | None:
+    """The pid of a java process whose command line and working directory satisfy ``predicate``."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().split(b"\0")
+            if b"java" in cmd[0] and predicate(b" ".join(cmd).decode(errors="replace"), os.readlink(proc / "cwd")):
+                return int(proc.name)
+        except OSError:
+            continue
+    return None
+
+
+@pytest.mark.timeout(900)
+def test_a_kafka_cdc_job_in_cluster_mode_survives_an_executor_kill_and_an_application_master_kill(
+        yarn, kafka_broker, tmp_path, spark):
+    """The issue's must-show: a Kafka -> Delta upsert job in cluster mode (job.mode = BATCH: it reads the topic
+    up to its end at the start, 40 records an epoch) loses an executor container (SIGKILL, mid-epoch: YARN
+    gives Spark a new one) and then its application master, which holds the driver (SIGKILL: YARN starts a
+    second attempt, spark.yarn.maxAppAttempts = 2, which resumes from the checkpoint). The shell gets 0, the
+    application SUCCEEDED in its second attempt, and the upsert target equals the last version of every key."""
+    import json
+    import signal
+    import time
+
+    from confluent_kafka import Producer
+
+    keys, versions = 60, 4
+    kafka_broker.create_topic("yarn_cdc", partitions=1)
+    p = Producer({"bootstrap.servers": kafka_broker.bootstrap, "enable.idempotence": True, "acks": "all"})
+    for v in range(versions):
+        for k in range(keys):
+            p.produce("yarn_cdc", json.dumps({"id": k, "name": f"n{k}-v{v}", "qty": k * 10 + v}).encode())
+    p.flush(30)
+    (tmp_path / "userlib").mkdir()
+    (tmp_path / "userlib" / "cluster_udfs.py").write_text(SLOW_UDF)
+    (tmp_path / "marks").mkdir()
+    (tmp_path / "job.conf").write_text(f"""
+env {{ job.name = yarn_cdc, job.mode = BATCH, checkpoint.dir = "${{work}}/ck", job.retry.times = 0,
+      python.files = [ userlib ], spark.executorEnv.ENGINE_TEST_MARKS = "{tmp_path / 'marks'}" }}
+source {{ Kafka {{ plugin_output = src, bootstrap.servers = "{kafka_broker.bootstrap}", topic = "yarn_cdc",
+  start_mode = earliest, format = json, max_offsets_per_trigger = 40,
+  schema = {{ table = "shop.items", fields {{ id = bigint, name = string, qty = bigint }},
+             primaryKey {{ name = pk, columnNames = [id] }} }} }} }}
+transform {{ Python {{ plugin_input = src, plugin_output = tagged, function = "cluster_udfs:tag",
+                      output_schema = {{ doubled = bigint }} }} }}
+sink {{ Delta {{ plugin_input = tagged, path = "${{work}}/out", save_mode = upsert }} }}
+""")
+    argv = [str(ROOT / "spark-submit.sh"), "run", "-c", str(tmp_path / "job.conf"), "-i", f"work={tmp_path}",
+            "-m", "yarn", "-e", "cluster", "-n", "yarn_cdc", "--executor-python", PY, "--num-executors", "1",
+            "--executor-memory", "512m", "--driver-memory", "768m", "--conf", "spark.yarn.maxAppAttempts=2",
+            "--conf", "spark.sql.shuffle.partitions=2", "--conf", f"spark.executor.extraJavaOptions={C1_ONLY_OPTS}",
+            "--conf", f"spark.driver.extraJavaOptions={C1_ONLY_OPTS}"]
+    env = {**os.environ, **yarn.env(), "SPARK_SUBMIT_OPTS": C1_ONLY_OPTS}
+    log = (tmp_path / "submit.log").open("w")
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path, stdin=subprocess.DEVNULL, env=env)
+    root = str(yarn.workdir)
+    killed: dict[str, str] = {}
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and proc.poll() is None and len(killed) < 2:
+            marks = sorted((tmp_path / "marks").iterdir(), key=lambda m: m.stat().st_mtime)
+            if "executor" not in killed and len(marks) >= 2:  # an epoch or so in: the executor running the function
+                pid = _jvm(lambda cmd, cwd: "CoarseGrainedExecutorBackend" in cmd and cwd == marks[-1].read_text())
+                if pid is not None:
+                    os.kill(pid, signal.SIGKILL)
+                    killed["executor"] = marks[-1].read_text()
+            committed = [c for c in (tmp_path / "ck").rglob("commits/*") if c.name.isdigit()]
+            if "executor" in killed and "master" not in killed and len(committed) >= 3:
+                pid = _jvm(lambda cmd, cwd: "ApplicationMaster" in cmd and cwd.startswith(root))
+                if pid is not None:
+                    os.kill(pid, signal.SIGKILL)
+                    killed["master"] = f"after {len(committed)} epochs"
+            time.sleep(0.2)
+        proc.wait(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        log.close()
+    out = (tmp_path / "submit.log").read_text()
+    assert set(killed) == {"executor", "master"}, f"killed {killed}:\n{out[-3000:]}"
+    assert proc.returncode == 0, out[-5000:]
+    (app,) = _apps(yarn, "yarn_cdc", 1)
+    assert app["finalStatus"] == "SUCCEEDED", app
+    attempts = yarn.rest(f"apps/{app['id']}/appattempts")["appAttempts"]["appAttempt"]
+    assert len(attempts) == 2, attempts
+    got = sorted(tuple(r) for r in spark.read.format("delta").load(str(tmp_path / "out"))
+                 .select("id", "name", "qty", "doubled").collect())
+    last = versions - 1
+    assert got == [(k, f"n{k}-v{last}", k * 10 + last, 2 * (k * 10 + last)) for k in range(keys)]
