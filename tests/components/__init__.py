@@ -58,6 +58,20 @@ def __getattr__(name: str):  # lazy re-exports: `from tests.components import Ka
     raise AttributeError(name)
 
 
+class Server:
+    """``start()``/``stop()`` as a context manager: a start that fails half-way stops what it started."""
+
+    def __enter__(self):
+        try:
+            return self.start()  # type: ignore[attr-defined]
+        except BaseException:
+            self.stop()  # type: ignore[attr-defined]
+            raise
+
+    def __exit__(self, *exc) -> None:
+        self.stop()  # type: ignore[attr-defined]
+
+
 def ensure_component(name: str) -> Path:
     """``scripts/fetch_components.py``'s ``ensure(name)``: the component's folder."""
     path = PROJECT_ROOT / "scripts" / "fetch_components.py"

@@ -9,6 +9,7 @@ from pathlib import Path
 from tests.components import (
     JVM_TEST_FLAGS,
     ComponentError,
+    Server,
     ensure_component,
     free_ports,
     java,
@@ -19,7 +20,7 @@ from tests.components import (
 )
 
 
-class S3Proxy:
+class S3Proxy(Server):
     """``with S3Proxy(dir) as s3: s3.bucket("b")``; ``s3.hadoop_conf()`` gives the
     ``spark.hadoop.fs.s3a.*`` settings that reach it (path-style, no TLS)."""
 
@@ -78,12 +79,3 @@ class S3Proxy:
     def stop(self) -> None:
         stop_process(self.proc, timeout=10)
 
-    def __enter__(self) -> "S3Proxy":
-        try:
-            return self.start()
-        except BaseException:
-            self.stop()
-            raise
-
-    def __exit__(self, *exc) -> None:
-        self.stop()

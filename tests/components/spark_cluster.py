@@ -15,7 +15,7 @@ import subprocess
 import urllib.request
 from pathlib import Path
 
-from tests.components import ComponentError, free_ports, log_tail, stop_process, wait_until
+from tests.components import ComponentError, Server, free_ports, log_tail, stop_process, wait_until
 
 
 def _spark_home() -> Path:
@@ -24,7 +24,7 @@ def _spark_home() -> Path:
     return Path(pyspark.__file__).resolve().parent
 
 
-class SparkStandaloneCluster:
+class SparkStandaloneCluster(Server):
     """``with SparkStandaloneCluster(dir, workers=2) as c: c.url`` (spark://127.0.0.1:port)."""
 
     def __init__(self, workdir: str | Path, workers: int = 2, cores: int = 1, memory: str = "1g"):
@@ -102,12 +102,3 @@ class SparkStandaloneCluster:
             stop_process(p, timeout=10)
         stop_process(self.master_proc, timeout=10)
 
-    def __enter__(self) -> "SparkStandaloneCluster":
-        try:
-            return self.start()
-        except BaseException:
-            self.stop()
-            raise
-
-    def __exit__(self, *exc) -> None:
-        self.stop()

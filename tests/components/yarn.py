@@ -22,10 +22,12 @@ import subprocess
 import urllib.request
 from pathlib import Path
 
-from tests.components import ComponentError, JVM_TEST_FLAGS, ensure_component, free_ports, java, log_tail, stop_process, wait_until
+from tests.components import (
+    JVM_TEST_FLAGS, ComponentError, Server, ensure_component, free_ports, java, log_tail, stop_process, wait_until,
+)
 
 
-class MiniYarnCluster:
+class MiniYarnCluster(Server):
     """``with MiniYarnCluster(dir, nodemanagers=1, memory_mb=6144) as y: y.env()``."""
 
     def __init__(self, workdir: str | Path, nodemanagers: int = 1, memory_mb: int = 6144, vcores: int = 8):
@@ -124,12 +126,3 @@ class MiniYarnCluster:
             except OSError:
                 continue
 
-    def __enter__(self) -> "MiniYarnCluster":
-        try:
-            return self.start()
-        except BaseException:
-            self.stop()
-            raise
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
