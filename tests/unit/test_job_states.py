@@ -213,3 +213,36 @@ def test_a_pipeline_planned_again_goes_back_through_created_and_no_restart_is_co
     assert master.plans_now == plans(again) != plans(job)
     recorded = [r for r in master._pending if r["entity"] != "job" and r["state"] == "CREATED" and r["detail"]]
     assert recorded and '"c"' in recorded[-1]["detail"], recorded
+
+
+def test_the_rest_api_shows_the_plans_of_the_last_replan_live_and_from_history():
+    """The REST job view of a running job switches to the plans a PipelineReplanned carries; a job read back
+    from the history table shows the newest plans it recorded (a pipeline's CREATED after a re-plan), not the
+    ones it was submitted with."""
+    import json
+
+    from streaming_engine.api.jobs import Submitted, _from_history
+    from streaming_engine.control.master import JobMaster, plans
+    from streaming_engine.job import compile_text
+    from streaming_engine.plan.render import to_json
+    from streaming_engine.runtime.events import PipelineReplanned
+
+    text = ('env { job.name = shown }\nsource { FakeSource { plugin_output = a, row.num = 1,'
+            ' schema = { fields { id = int } } } }\nsink { Console { plugin_input = a } }')
+    job, again = compile_text(text), compile_text(text.replace("id = int", "id = int, c = string"))
+    master = JobMaster(job)
+    (key,) = master.pipelines
+    s = Submitted(job, master, 0.0, False, plans(job), {}, {})
+    s.on_event(PipelineReplanned("shown", key, 1, "changed", ("t.c",), to_json(again)))
+    assert s.view()["plans"] == plans(again) != plans(job)
+
+    rows = [
+        {"job_id": "1", "seq": 1, "entity": "job", "state": "CREATED", "previous": None, "at": None,
+         "detail": json.dumps({"plans": plans(job)})},
+        {"job_id": "1", "seq": 5, "entity": key, "state": "CREATED", "previous": "FAILING", "at": None,
+         "detail": json.dumps({"plans": plans(again)})},
+        {"job_id": "1", "seq": 6, "entity": key, "state": "CREATED", "previous": "FAILING", "at": None, "detail": None},
+    ]
+    summary = {"job_id": "1", "job_name": "shown", "state": "RUNNING"}
+    assert _from_history(summary, rows[::-1])["plans"] == plans(again)
+    assert _from_history(summary, rows[:1])["plans"] == plans(job)
