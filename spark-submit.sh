@@ -8,7 +8,7 @@
 #       [--total-executor-cores N] [--queue Q] [--principal P] [--keytab K]
 #       [--proxy-user U] [--py-files F,...] [--files F,...] [--archives A,...]
 #       [--jars J,...] [--jars-from local|maven] [--executor-python PATH]
-#       [--image IMAGE] [--dry-run] [--k8s-manifest]
+#       [--image IMAGE] [--dry-run] [--k8s-manifest | --k8s-pod-template]
 #       [any other engine CLI flag: --strict, --restricted, --log-format, ...]
 #
 # MASTER: local[N] (default local[2]), spark://host:port (client mode only:
@@ -21,13 +21,15 @@
 #   --jars-from maven  let the cluster resolve the pinned jars (--packages)
 #   --dry-run          print the spark-submit command instead of running it
 #   --k8s-manifest     print a SparkApplication (Spark operator) for the job
+#   --k8s-pod-template print a driver pod template that mounts the job file
+#                      from a ConfigMap, for -e cluster -c local:///etc/streaming-engine/FILE
 # See README "Running on a cluster" and streaming_engine/submit.py.
 # Runs scripts/bootstrap.sh first (a no-op when everything is installed).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 for a in "$@"; do
-    case "$a" in -h|--help) sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+    case "$a" in -h|--help) sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 done
 "$ROOT/scripts/bootstrap.sh"
 exec "$ROOT/.venv/bin/python" -m streaming_engine.submit "$@"

@@ -15,12 +15,10 @@ case "${1:-}" in
         ;;
     executor)
         shift
-        java_opts=()
-        while IFS='=' read -r name value; do  # SPARK_JAVA_OPT_<n>=<option>, set by Spark
-            [ -n "$value" ] && java_opts+=("$value")
-        done < <(env | grep '^SPARK_JAVA_OPT_' | sort -t_ -k4 -n | sed 's/^SPARK_JAVA_OPT_[0-9]*=/x=/')
+        # Spark passes the executor's JVM options as SPARK_JAVA_OPT_<n>=<option>, in the order of n
+        mapfile -t java_opts < <(env | grep '^SPARK_JAVA_OPT_' | sort -t_ -k4 -n | sed 's/^SPARK_JAVA_OPT_[0-9]*=//')
         exec java "${java_opts[@]}" -Xms"${SPARK_EXECUTOR_MEMORY}" -Xmx"${SPARK_EXECUTOR_MEMORY}" \
-            -cp "${SPARK_CLASSPATH:-}:$SPARK_HOME/jars/*:/opt/streaming-engine/.jars/*" \
+            -cp "${SPARK_CLASSPATH:-}:$SPARK_HOME/jars/*:${STREAMING_ENGINE_JARS_DIR:-/opt/streaming-engine/.jars}/*" \
             org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend \
             --driver-url "$SPARK_DRIVER_URL" --executor-id "$SPARK_EXECUTOR_ID" \
             --cores "$SPARK_EXECUTOR_CORES" --app-id "$SPARK_APPLICATION_ID" \

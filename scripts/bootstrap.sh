@@ -67,7 +67,7 @@ if [ "$want" != "$have" ]; then
     # so packages added later (sources/, sinks/, ...) need no reinstall.
     if ! PIP_NO_INPUT=1 PIP_DISABLE_PIP_VERSION_CHECK=1 "$PY" -m pip install \
             --no-input --disable-pip-version-check --progress-bar off \
-            -e "$ROOT[test]" --config-settings editable_mode=compat \
+            -e "${ROOT}[test]" --config-settings editable_mode=compat \
             </dev/null >"$PIP_LOG" 2>&1; then
         tail -n 40 "$PIP_LOG" >&2
         die "pip install -e '.[test]' failed (full log: $PIP_LOG)"

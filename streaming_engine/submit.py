@@ -5,7 +5,10 @@ wrapper's own flags (master, deploy mode, resources, shipping), passes every
 other argument to the engine CLI that runs as the spark-submit driver
 (``streaming_engine/spark_entry.py``), and execs pyspark's spark-submit, so
 signals reach the JVM directly. ``--dry-run`` prints the command instead, and
-``--k8s-manifest`` prints a SparkApplication for the Spark operator.
+``--k8s-manifest`` prints a SparkApplication for the Spark operator and
+``--k8s-pod-template`` a driver pod template for spark-submit itself (both
+mount the job file from a ConfigMap; tests/deploy validates them against
+Kubernetes' and the operator's own schemas).
 
 What each master gets (one table, :data:`MASTERS`; tests assert the commands):
 
@@ -18,7 +21,7 @@ What each master gets (one table, :data:`MASTERS`; tests assert the commands):
 * ``k8s://https://host:port``: client and cluster; cluster mode needs the
   engine's image (``spark.kubernetes.container.image``) and a job file the
   driver pod can read (``-c local:///path/in/the/pod``, for example a mounted
-  ConfigMap, as the generated manifest does).
+  ConfigMap, as the generated manifest and pod template do).
 
 Everywhere: the pinned jars (``--jars``, or ``--packages`` with their Maven
 coordinates when the cluster resolves them itself: ``--jars-from maven``) and
@@ -51,6 +54,8 @@ from typing import Sequence
 ROOT = Path(__file__).resolve().parent.parent
 ENGINE_PACKAGES = ("streaming_engine", "sources", "sinks", "transforms")
 IMAGE_HOME = "/opt/streaming-engine"  # where docker/Dockerfile puts the engine in its image
+JOB_MOUNT = "/etc/streaming-engine"  # where the job's ConfigMap is mounted in the driver pod
+DRIVER_CONTAINER = "spark-kubernetes-driver"  # Spark's name for the driver container
 
 
 class SubmitError(Exception):
@@ -135,6 +140,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--image", default=None)
     p.add_argument("--dry-run", action="store_true")
     p.add_argument("--k8s-manifest", action="store_true")
+    p.add_argument("--k8s-pod-template", action="store_true")
     p.add_argument("-h", "--help", action="store_true")
     return p
 
@@ -237,8 +243,8 @@ def check(sub: Submission) -> Master:
         if sub.config and not sub.config.startswith("local://"):
             raise SubmitError(
                 f"Kubernetes cluster mode: the driver pod cannot read {sub.config}; put the job file in the pod "
-                "(mounted ConfigMap or the image) and pass -c local:///path/in/the/pod, or use --k8s-manifest, "
-                "which mounts it")
+                "(mounted ConfigMap or the image) and pass -c local:///path/in/the/pod: --k8s-pod-template prints "
+                "a driver pod template that mounts it, --k8s-manifest a SparkApplication that does")
     if m.kind != "local" and sub.config is None:
         raise SubmitError("-c/--config is required")
     return m
@@ -401,7 +407,47 @@ def command(sub: Submission, python: str | None = None) -> tuple[list[str], dict
     return argv, env
 
 
-# -- Kubernetes: a SparkApplication for the Spark operator ---------------------------------
+# -- Kubernetes: a driver pod template for spark-submit, a SparkApplication for the Spark operator
+
+
+def _k8s_job(sub: Submission) -> tuple[str, str, str]:
+    """(object name, ConfigMap name, job path in the driver pod) of a job on Kubernetes: names are
+    DNS-1123 labels made from the job name, at most 53 characters (room for the "-driver" and
+    "-exec-N" suffixes of pod names, which must stay within 63)."""
+    if not sub.config:
+        raise SubmitError("-c/--config is required")
+    if sub.config.startswith("local://"):
+        raise SubmitError(f"{sub.config} is already in the pod; the manifest and the pod template mount a job file "
+                          "from a ConfigMap: give the job file on this machine (-c job.conf)")
+    import re
+
+    slug = re.sub(r"[^a-z0-9]+", "-", sub.name.lower()).strip("-")[:53].strip("-") or "job"
+    return slug, f"{slug}-job", f"{JOB_MOUNT}/{Path(sub.config).name}"
+
+
+def _job_volume(conf_name: str) -> tuple[dict, dict]:
+    """The pod volume holding the job file and the driver container's mount of it."""
+    return ({"name": "job", "configMap": {"name": conf_name}},
+            {"name": "job", "mountPath": JOB_MOUNT, "readOnly": True})
+
+
+def k8s_pod_template(sub: Submission) -> dict:
+    """A driver pod template (``spark.kubernetes.driver.podTemplateFile``) for
+    ``spark-submit.sh -m k8s://... -e cluster -c local:///etc/streaming-engine/<job file>``:
+    the driver container mounts the job file from the ConfigMap named after the job.
+    Spark fills in the rest (image, command, resources) as for any driver pod."""
+    slug, conf_name, _ = _k8s_job(sub)
+    volume, mount = _job_volume(conf_name)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"labels": {"app.kubernetes.io/name": "streaming-engine", "app.kubernetes.io/instance": slug}},
+        "spec": {
+            "serviceAccountName": "spark",
+            "containers": [{"name": DRIVER_CONTAINER, "volumeMounts": [mount]}],
+            "volumes": [volume],
+        },
+    }
 
 
 def k8s_manifest(sub: Submission) -> dict:
@@ -411,8 +457,7 @@ def k8s_manifest(sub: Submission) -> dict:
 
     if not sub.image:
         raise SubmitError("--k8s-manifest needs --image (the engine's image, built from docker/Dockerfile)")
-    if not sub.config:
-        raise SubmitError("-c/--config is required")
+    slug, conf_name, job_path = _k8s_job(sub)
     for flag in sub.resources:
         if "k8s" not in RESOURCES[flag]:
             raise SubmitError(f"{flag} has no effect on Kubernetes; remove it")
@@ -423,16 +468,14 @@ def k8s_manifest(sub: Submission) -> dict:
     if commands and commands != ["run"]:
         raise SubmitError(f"--k8s-manifest runs the job; {commands[0]!r} is not something to run on a cluster")
     extra = [a for a in sub.engine_args if a != "run"]
-    slug = "".join(ch if ch.isalnum() else "-" for ch in sub.name.lower()).strip("-") or "job"
-    conf_name = f"{slug}-job"
-    job_path = f"/etc/streaming-engine/{Path(sub.config).name}"
     spark_conf = {"spark.ui.showConsoleProgress": "false"}
     for kv in sub.conf:
         k, _, v = kv.partition("=")
         spark_conf[k] = v
     res = sub.resources
+    volume, mount = _job_volume(conf_name)
     driver = {"cores": int(res.get("--driver-cores", 1)), "memory": res.get("--driver-memory", "2g"),
-              "serviceAccount": "spark", "volumeMounts": [{"name": "job", "mountPath": "/etc/streaming-engine"}]}
+              "serviceAccount": "spark", "volumeMounts": [mount]}
     executor = {"instances": int(res.get("--num-executors", 2)), "cores": int(res.get("--executor-cores", 1)),
                 "memory": res.get("--executor-memory", "2g")}
     return {
@@ -454,7 +497,7 @@ def k8s_manifest(sub: Submission) -> dict:
             "sparkConf": spark_conf,
             "restartPolicy": {"type": "OnFailure", "onFailureRetries": 3, "onFailureRetryInterval": 10,
                               "onSubmissionFailureRetries": 3, "onSubmissionFailureRetryInterval": 20},
-            "volumes": [{"name": "job", "configMap": {"name": conf_name}}],
+            "volumes": [volume],
             "driver": driver,
             "executor": executor,
         },
@@ -468,13 +511,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.help:
             print(__doc__)
             return 0
-        if args.k8s_manifest:
+        if args.k8s_manifest or args.k8s_pod_template:
             import yaml
 
-            manifest = k8s_manifest(sub)
-            conf_name = manifest["spec"]["volumes"][0]["configMap"]["name"]
-            print(f"# kubectl create configmap {conf_name} --from-file={sub.config}\n# kubectl apply -f <this file>")
-            print(yaml.safe_dump(manifest, sort_keys=False), end="")
+            if args.k8s_manifest and args.k8s_pod_template:
+                raise SubmitError("--k8s-manifest and --k8s-pod-template are two ways to run the job: pick one")
+            doc = k8s_manifest(sub) if args.k8s_manifest else k8s_pod_template(sub)
+            _, conf_name, job_path = _k8s_job(sub)
+            print(f"# kubectl create configmap {conf_name} --from-file={shlex.quote(sub.config)}")
+            if args.k8s_manifest:
+                print("# kubectl apply -f <this file>")
+            else:
+                print(f"# ./spark-submit.sh run -c local://{job_path} -m k8s://https://<api server> -e cluster "
+                      f"--image {sub.image or '<the engine image>'} \\\n"
+                      "#     --conf spark.kubernetes.driver.podTemplateFile=<this file>")
+            print(yaml.safe_dump(doc, sort_keys=False), end="")
             return 0
         cmd, env = command(sub)
     except SubmitError as e:

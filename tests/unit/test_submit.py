@@ -158,7 +158,7 @@ def test_the_kubernetes_manifest_runs_the_job_from_a_configmap(job):
     assert spec["mainApplicationFile"] == "local:///opt/streaming-engine/streaming_engine/spark_entry.py"
     assert spec["arguments"][:3] == ["run", "-c", "/etc/streaming-engine/job.conf"] and "--strict" in spec["arguments"]
     assert spec["volumes"] == [{"name": "job", "configMap": {"name": "nightly-job"}}]
-    assert spec["driver"]["volumeMounts"] == [{"name": "job", "mountPath": "/etc/streaming-engine"}]
+    assert spec["driver"]["volumeMounts"] == [{"name": "job", "mountPath": "/etc/streaming-engine", "readOnly": True}]
     assert (spec["executor"]["instances"], spec["executor"]["memory"]) == (3, "3g")
     assert spec["sparkConf"]["spark.sql.shuffle.partitions"] == "8"
     jars = {Path(j).name for j in spec["deps"]["jars"]}
