@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections import Counter
 import shutil
 import subprocess
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from streaming_engine.runtime.session import BASE_CONF
 from tests.jvm import C1_ONLY_OPTS
 
 from tests.components.spark_cluster import SparkStandaloneCluster
@@ -26,15 +28,40 @@ PY = str(ROOT / ".venv" / "bin" / "python")
 
 pytestmark = [pytest.mark.spark, pytest.mark.components]
 
+# The SQL settings of the engine's session (runtime/session.py BASE_CONF) as an executor's task sees them:
+# SQLConf.get in a task reads the task's local properties, so this is what Spark's code on the executor
+# uses (the codegen cache is sized from it when the executor's first task generates code).
+ENGINE_SQL_SETTINGS = {k: v for k, v in BASE_CONF.items() if k.startswith(("spark.sql.", "spark.databricks."))}
+assert "spark.sql.codegen.cache.maxEntries" in ENGINE_SQL_SETTINGS
+
 UDF = '''
+import json
 import os
+
+from pyspark import TaskContext
 
 
 def tag(df):
     df["doubled"] = df["qty"] * 2
     df["ran_in"] = os.getcwd()  # an executor's working directory: <worker dir>/<app id>/<executor id>
+    task = TaskContext.get()
+    df["seen"] = json.dumps({k: task.getLocalProperty(k) for k in %r})
     return df
-'''
+''' % sorted(ENGINE_SQL_SETTINGS)
+# the executor's log: a jar Spark serves is fetched and added to the task class loader (standalone); one
+# YARN localized into the container starts on the executor's user class path
+ENGINE_JAR_LOADED = re.compile(r"Adding file:\S*/streaming-engine-spark\.jar to class loader"
+                               r"|Starting executor with user classpath [^\n]*/streaming-engine-spark\.jar")
+
+
+def assert_engine_settings_reached_the_executors(seen: set[str], executor_logs: list[Path]) -> str:
+    """Every task of the user function saw the engine's SQL settings, and every executor that ran one
+    put the engine's jar into its task class loader (its log says so). Returns a line for the report."""
+    assert seen and all(json.loads(s) == ENGINE_SQL_SETTINGS for s in seen), (seen, ENGINE_SQL_SETTINGS)
+    assert executor_logs, "no executor log"
+    loaded = [p for p in executor_logs if ENGINE_JAR_LOADED.search(p.read_text(errors="replace"))]
+    assert loaded == executor_logs, [str(p) for p in set(executor_logs) - set(loaded)]
+    return f"{len(ENGINE_SQL_SETTINGS)} engine SQL settings seen in the tasks, engine jar loaded by {len(loaded)} executors"
 
 TABLES = {"shop.orders": [(i, f"o{i}", i % 7) for i in range(60)], "shop.items": [(i, f"i{i}", i) for i in range(25)]}
 
@@ -54,7 +81,7 @@ env {{ job.name = on_cluster, checkpoint.dir = "${{work}}/ck", job.retry.times =
 source {{ FakeSource {{ plugin_output = src, tables_configs = [ {configs} ] }} }}
 transform {{
   Python {{ plugin_input = src, plugin_output = tagged, function = "cluster_udfs:tag",
-           output_schema = {{ doubled = bigint, ran_in = string }} }}
+           output_schema = {{ doubled = bigint, ran_in = string, seen = string }} }}
 }}
 sink {{ Delta {{ plugin_input = tagged, path = "${{work}}/out/${{table_name}}" }} }}
 """
@@ -110,7 +137,7 @@ spark = b.getOrCreate()
 out = {}
 for t in tables:
     path = f"s3a://lake/tables/{t}"
-    rows = sorted(tuple(r) for r in spark.read.format("delta").load(path).select("id", "name", "qty", "doubled", "ran_in").collect())
+    rows = sorted(tuple(r) for r in spark.read.format("delta").load(path).select("id", "name", "qty", "doubled", "ran_in", "seen").collect())
     adds = spark.read.json(f"{path}/_delta_log/*.json").where("add IS NOT NULL").select("add.stats").collect()
     stats = [json.loads(a.stats) for a in adds]
     out[t] = {"rows": rows, "files": len(adds), "stats": stats}
@@ -159,11 +186,12 @@ def test_a_job_with_a_user_module_runs_on_the_workers_and_writes_delta_and_its_c
                               capture_output=True, text=True, timeout=300, env=ENV, stdin=subprocess.DEVNULL)
         assert read.returncode == 0, read.stderr[-3000:]
         result = json.loads(next(ln for ln in read.stdout.splitlines() if ln.startswith("RESULT "))[7:])
-    places = set()
+    places, seen = set(), set()
     for table, rows in TABLES.items():
         got = result[table.split(".")[1]]
         assert [tuple(r[:4]) for r in got["rows"]] == sorted((i, n, q, 2 * q) for i, n, q in rows), table
         places |= {r[4] for r in got["rows"]}
+        seen |= {r[5] for r in got["rows"]}
         # Delta's per-file statistics, as its own writer records them
         assert got["stats"] and all({"numRecords", "minValues", "maxValues", "nullCount"} <= set(s)
                                     for s in got["stats"])
@@ -171,6 +199,7 @@ def test_a_job_with_a_user_module_runs_on_the_workers_and_writes_delta_and_its_c
     workers = {str(cluster.worker_dir(i)) for i in range(2)}
     # every row went through the user function inside an executor a worker launched
     assert places and all(any(p.startswith(w + os.sep) for w in workers) for p in places), (places, workers)
+    settings = assert_engine_settings_reached_the_executors(seen, [Path(p) / "stderr" for p in places])
     executors = [e for e in events if e["Event"] == "SparkListenerExecutorAdded"]
     tasks = [e for e in events if e["Event"] == "SparkListenerTaskEnd"]
     assert len(executors) == 2 and tasks
@@ -182,7 +211,7 @@ def test_a_job_with_a_user_module_runs_on_the_workers_and_writes_delta_and_its_c
                 f"Delta tables and checkpoint on s3a (s3proxy); {len(tasks)} tasks on executors "
                 f"{sorted({e['Task Info']['Executor ID'] for e in tasks})}; the user function ran in executor(s) "
                 f"{sorted({p.split(os.sep)[-1] for p in places})}; the rerun ran {len(rerun_tasks)} tasks; "
-                f"{sum(r['files'] for r in result.values())} data files read back by a plain Spark session"))
+                f"{sum(r['files'] for r in result.values())} data files read back by a plain Spark session; {settings}"))
 
 
 SLOW_UDF = '''

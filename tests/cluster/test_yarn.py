@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.test_standalone import PY, ROOT, TABLES, UDF, _job
+from tests.cluster.test_standalone import PY, ROOT, TABLES, UDF, _job, assert_engine_settings_reached_the_executors
 from tests.components import wait_until
 from tests.components.fixtures import kafka_broker  # noqa: F401
 from tests.components.yarn import MiniYarnCluster
@@ -66,14 +66,16 @@ def test_a_job_with_a_user_module_runs_in_yarn_containers_and_writes_delta_once(
     first = _submit(tmp_path, yarn, mode, name)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
 
-    places = set()
+    places, seen = set(), set()
     for table, rows in TABLES.items():
         got = spark.read.format("delta").load(str(tmp_path / "out" / table.split(".")[1]))
-        read = sorted(tuple(r) for r in got.select("id", "name", "qty", "doubled", "ran_in").collect())
+        read = sorted(tuple(r) for r in got.select("id", "name", "qty", "doubled", "ran_in", "seen").collect())
         assert [r[:4] for r in read] == sorted((i, n, q, 2 * q) for i, n, q in rows), table
         places |= {r[4] for r in read}
+        seen |= {r[5] for r in read}
     # every row went through the user function in a container the NodeManager launched
     assert places and all(f"{os.sep}container_" in p and p.startswith(str(yarn.workdir)) for p in places), places
+    assert_engine_settings_reached_the_executors(seen, [yarn.container_log(Path(p).name, "stderr") for p in places])
     if mode == "cluster":  # the driver ran in the application master's container: its output is the container's
         assert "final status: SUCCEEDED" in first.stdout + first.stderr
 

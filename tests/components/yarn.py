@@ -112,6 +112,13 @@ class MiniYarnCluster(Server):
         """Every application the ResourceManager knows (id, name, state, finalStatus, diagnostics, ...)."""
         return (self.rest("apps").get("apps") or {}).get("app") or []
 
+    def container_log(self, container_id: str, name: str = "stderr") -> Path:
+        """A container's log file (``stdout``/``stderr``) in the NodeManager's log folder (no aggregation)."""
+        found = [p for p in self.workdir.rglob(f"{container_id}/{name}") if p.is_file()]
+        if len(found) != 1:
+            raise ComponentError(f"{len(found)} {name} logs of {container_id} under {self.workdir}: {found}")
+        return found[0]
+
     def stop(self) -> None:
         """The cluster, then any container process it left behind (a container runs in a session of its
         own; its working directory is under ``workdir``)."""
