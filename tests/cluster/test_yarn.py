@@ -174,6 +174,7 @@ sink {{ Delta {{ plugin_input = tagged, path = "${{work}}/out", save_mode = upse
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path, stdin=subprocess.DEVNULL, env=env)
     root = str(yarn.workdir)
     killed: dict[str, str] = {}
+    second = None  # the same job started again beside the running application (another driver, local master)
     try:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline and proc.poll() is None and len(killed) < 2:
@@ -183,20 +184,29 @@ sink {{ Delta {{ plugin_input = tagged, path = "${{work}}/out", save_mode = upse
                 if pid is not None:
                     os.kill(pid, signal.SIGKILL)
                     killed["executor"] = marks[-1].read_text()
+                    second = subprocess.Popen(
+                        [str(ROOT / "spark-submit.sh"), "run", "-c", str(tmp_path / "job.conf"), "-i",
+                         f"work={tmp_path}", "-n", "yarn_cdc", "-q"], stdout=subprocess.PIPE,
+                        stderr=subprocess.STDOUT, text=True, cwd=tmp_path, stdin=subprocess.DEVNULL,
+                        env={**env, "SPARK_LOCAL_IP": "127.0.0.1"})
             committed = [c for c in (tmp_path / "ck").rglob("commits/*") if c.name.isdigit()]
-            if "executor" in killed and "master" not in killed and len(committed) >= 3:
+            if "executor" in killed and "master" not in killed and len(committed) >= 3 and second.poll() is not None:
                 pid = _jvm(lambda cmd, cwd: "ApplicationMaster" in cmd and cwd.startswith(root))
                 if pid is not None:
                     os.kill(pid, signal.SIGKILL)
                     killed["master"] = f"after {len(committed)} epochs"
             time.sleep(0.2)
         proc.wait(timeout=600)
+        second_out = second.communicate(timeout=300)[0] if second is not None else ""
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        for p in (proc, second):
+            if p is not None and p.poll() is None:
+                p.kill()
         log.close()
     out = (tmp_path / "submit.log").read_text()
     assert set(killed) == {"executor", "master"}, f"killed {killed}:\n{out[-3000:]}"
+    # the running application's driver holds the job's lease: a second driver of the job is refused at start
+    assert second.returncode != 0 and "is running already" in second_out, second_out[-3000:]
     assert proc.returncode == 0, out[-5000:]
     (app,) = _apps(yarn, "yarn_cdc", 1)
     assert app["finalStatus"] == "SUCCEEDED", app
