@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -78,6 +79,15 @@ def test_a_job_with_a_user_module_runs_in_yarn_containers_and_writes_delta_once(
     assert_engine_settings_reached_the_executors(seen, [yarn.container_log(Path(p).name, "stderr") for p in places])
     if mode == "cluster":  # the driver ran in the application master's container: its output is the container's
         assert "final status: SUCCEEDED" in first.stdout + first.stderr
+        # and YARN users read it as they read any application's: `yarn logs` of the aggregated container logs
+        (app,) = _apps(yarn, name, 1)
+        logs = None
+        for _ in range(60):  # the NodeManager aggregates a finished application's logs in the background
+            logs = yarn.logs("-applicationId", app["id"], "-log_files", "stdout")
+            if f"job '{name}' FINISHED" in logs.stdout:
+                break
+            time.sleep(1)
+        assert f"job '{name}' FINISHED" in logs.stdout, logs.stdout[-3000:] + logs.stderr[-3000:]
 
     if mode == "client":  # (the driver's side is the standalone tests'; its rerun is checked there)
         assert [(a["state"], a["finalStatus"]) for a in _apps(yarn, name, 1)] == [("FINISHED", "SUCCEEDED")]

@@ -69,7 +69,11 @@ class MiniYarnCluster(Server):
             "yarn.nodemanager.pmem-check-enabled": "false",
             # a nearly full disk must not mark the only node unhealthy
             "yarn.nodemanager.disk-health-checker.max-disk-utilization-per-disk-percentage": "99.9",
-            "yarn.log-aggregation-enable": "false",  # a container's logs stay in the NodeManager's log folder
+            # as on a real cluster, a finished application's container logs are aggregated (here into a
+            # folder of the local file system) for `yarn logs`; the NodeManager keeps its local copies too
+            "yarn.log-aggregation-enable": "true",
+            "yarn.nodemanager.remote-app-log-dir": str(self.workdir.resolve() / "app-logs"),
+            "yarn.nodemanager.delete.debug-delay-sec": "3600",
         }
 
     def start(self) -> "MiniYarnCluster":
@@ -111,6 +115,13 @@ class MiniYarnCluster(Server):
     def applications(self) -> list[dict]:
         """Every application the ResourceManager knows (id, name, state, finalStatus, diagnostics, ...)."""
         return (self.rest("apps").get("apps") or {}).get("app") or []
+
+    def logs(self, *args: str) -> subprocess.CompletedProcess:
+        """``yarn logs ARGS`` (Hadoop's LogsCLI, what the yarn command runs) against this cluster."""
+        home = ensure_component("yarn")
+        return subprocess.run([java(), *JVM_TEST_FLAGS, "-cp", f"{self.conf_dir}:{home / 'libs' / '*'}",
+                               "org.apache.hadoop.yarn.client.cli.LogsCLI", *args],
+                              capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
 
     def container_log(self, container_id: str, name: str = "stderr") -> Path:
         """A container's log file (``stdout``/``stderr``) in the NodeManager's log folder (no aggregation)."""
