@@ -233,6 +233,17 @@ def check(sub: Submission) -> Master:
             where = ", ".join(RESOURCES[flag])
             raise SubmitError(f"{flag} has no effect with master {sub.master!r} (Spark honours it on: {where}); "
                               "remove it")
+    res = sub.resources
+    if ("--principal" in res) != ("--keytab" in res):
+        raise SubmitError("--principal and --keytab go together: Spark logs in with the keytab as the principal "
+                          "(and renews the job's delegation tokens with it); give both, or neither to use your "
+                          "ticket cache (kinit; it expires, a job of weeks needs the keytab)")
+    if "--proxy-user" in res and "--principal" in res:
+        raise SubmitError("--proxy-user and --principal/--keytab exclude each other in Spark: submit as the proxy "
+                          "user, or log in with the keytab")
+    if "--keytab" in res and not Path(res["--keytab"]).is_file():
+        raise SubmitError(f"--keytab {res['--keytab']}: no such file on this machine (spark-submit reads it here "
+                          "and ships it to the cluster)")
     if "--driver-cores" in sub.resources and sub.deploy_mode != "cluster":
         raise SubmitError("--driver-cores only applies in cluster deploy mode (in client mode the driver is this "
                           "process); remove it")

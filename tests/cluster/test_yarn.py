@@ -33,9 +33,10 @@ def yarn(tmp_path_factory):
         yield y
 
 
-def _submit(work: Path, yarn: MiniYarnCluster, mode: str, name: str) -> subprocess.CompletedProcess:
+def _submit(work: Path, yarn: MiniYarnCluster, mode: str, name: str, queue: str = "etl") -> subprocess.CompletedProcess:
     argv = [str(ROOT / "spark-submit.sh"), "run", "-c", str(work / "job.conf"), "-i", f"work={work}", "-m", "yarn",
             "-e", mode, "-n", name, "--executor-python", PY, "--num-executors", "1", "--executor-memory", "512m",
+            "--queue", queue,
             "--conf", "spark.yarn.maxAppAttempts=1", "--conf", "spark.sql.shuffle.partitions=2",
             "--conf", f"spark.executor.extraJavaOptions={C1_ONLY_OPTS}"]
     if mode == "cluster":
@@ -90,13 +91,15 @@ def test_a_job_with_a_user_module_runs_in_yarn_containers_and_writes_delta_once(
         assert f"job '{name}' FINISHED" in logs.stdout, logs.stdout[-3000:] + logs.stderr[-3000:]
 
     if mode == "client":  # (the driver's side is the standalone tests'; its rerun is checked there)
-        assert [(a["state"], a["finalStatus"]) for a in _apps(yarn, name, 1)] == [("FINISHED", "SUCCEEDED")]
+        assert [(a["state"], a["finalStatus"], a["queue"]) for a in _apps(yarn, name, 1)] == [
+            ("FINISHED", "SUCCEEDED", "root.etl")]  # --queue reached YARN's scheduler
         return
     again = _submit(tmp_path, yarn, mode, name)  # the same job (-n is its name): everything committed, nothing written
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     for table, rows in TABLES.items():
         assert spark.read.format("delta").load(str(tmp_path / "out" / table.split(".")[1])).count() == len(rows)
-    assert [(a["state"], a["finalStatus"]) for a in _apps(yarn, name, 2)] == [("FINISHED", "SUCCEEDED")] * 2
+    assert [(a["state"], a["finalStatus"], a["queue"]) for a in _apps(yarn, name, 2)] == [
+        ("FINISHED", "SUCCEEDED", "root.etl")] * 2
 
 
 @pytest.mark.timeout(600)
@@ -107,6 +110,14 @@ def test_a_failing_job_in_cluster_mode_fails_the_submitting_shell_and_the_applic
     assert proc.returncode != 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (app,) = _apps(yarn, "yarn_failing", 1)
     assert app["finalStatus"] == "FAILED", app
+    # a queue the cluster does not have: YARN refuses the application and the shell is told which queue
+    work = tmp_path / "queue"
+    (work / "userlib").mkdir(parents=True)
+    (work / "userlib" / "cluster_udfs.py").write_text(UDF)
+    (work / "job.conf").write_text(_job())
+    proc = _submit(work, yarn, "cluster", "yarn_no_queue", queue="nightly_etl")
+    assert proc.returncode != 0 and "nightly_etl" in proc.stdout + proc.stderr, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert not (work / "out").exists() and not (work / "ck").exists()
 
 
 SLOW_UDF = '''

@@ -71,6 +71,10 @@ class MiniYarnCluster(Server):
             "yarn.nodemanager.disk-health-checker.max-disk-utilization-per-disk-percentage": "99.9",
             # as on a real cluster, a finished application's container logs are aggregated (here into a
             # folder of the local file system) for `yarn logs`; the NodeManager keeps its local copies too
+            # two queues, as a shared cluster has them (jobs go to `default` unless they name one)
+            "yarn.scheduler.capacity.root.queues": "default,etl",
+            "yarn.scheduler.capacity.root.default.capacity": "50",
+            "yarn.scheduler.capacity.root.etl.capacity": "50",
             "yarn.log-aggregation-enable": "true",
             "yarn.nodemanager.remote-app-log-dir": str(self.workdir.resolve() / "app-logs"),
             "yarn.nodemanager.delete.debug-delay-sec": "3600",

@@ -89,6 +89,12 @@ def test_standalone_client_mode_ships_everything_and_assumes_no_shared_disk(job)
         (["-m", "k8s://https://k:443", "-e", "cluster"], "give --image"),
         (["-m", "k8s://https://k:443", "-e", "cluster", "--image", "i:1"], "the driver pod cannot read"),
         (["--conf", "spark.x"], "is not KEY=VALUE"),
+        (["-m", "yarn", "--principal", "etl@EXAMPLE.COM"], "--principal and --keytab go together"),
+        (["-m", "yarn", "--keytab", "/etc/security/etl.keytab"], "--principal and --keytab go together"),
+        (["-m", "yarn", "--principal", "etl@EXAMPLE.COM", "--keytab", "/nonexistent/etl.keytab"],
+         "--keytab /nonexistent/etl.keytab: no such file"),
+        (["-m", "yarn", "--proxy-user", "bob", "--principal", "etl@EXAMPLE.COM", "--keytab", "/nonexistent/k"],
+         "--proxy-user and --principal/--keytab exclude each other"),
     ],
 )
 def test_what_spark_would_not_honour_is_refused_with_the_reason(job, argv, reason):
@@ -208,3 +214,12 @@ def test_a_job_file_only_in_the_driver_pod_names_its_jar_sets_with_extra(job, s3
     assert all(j.startswith("local:///opt/streaming-engine/") for j in jars)
     with pytest.raises(submit.SubmitError, match=r"--extra 'gcs' is not a jar set .* known: .*s3a"):
         _cmd(*base, "--extra", "gcs")
+
+
+def test_a_principal_and_its_keytab_reach_spark_submit(job, tmp_path):
+    keytab = tmp_path / "etl.keytab"
+    keytab.write_bytes(b"\x05\x02")
+    argv, _ = _cmd("run", "-c", job(), "-m", "yarn", "-e", "cluster", "--principal", "etl@EXAMPLE.COM",
+                   "--keytab", str(keytab), "--queue", "etl")
+    assert [_opts(argv, f) for f in ("--principal", "--keytab", "--queue")] == [
+        ["etl@EXAMPLE.COM"], [str(keytab)], ["etl"]]
