@@ -23,7 +23,13 @@ they are, in key chunks, without a lock, while their changes go on
 in the checkpoint's offsets, so a restart reads only unfinished chunks again),
 then streams; ``latest`` streams from the slot's position (a new slot starts
 at its creation); ``earliest`` is refused (the server keeps no changes from
-before the slot). Tables need ``REPLICA IDENTITY FULL`` (as the page asks), so updates
+before the slot). A table added to ``table-names`` later (restart the job
+with the longer list) is added to the publication at the restart and, under
+``initial``, snapshotted then while the other tables stream (PostgreSQL decodes
+no change a table saw before it joined the publication: the snapshot brings
+its rows); under ``latest`` its changes arrive from the restart on. A job that
+names another ``slot.name`` than its checkpoint was read through is refused
+(the new slot would start where it is created). Tables need ``REPLICA IDENTITY FULL`` (as the page asks), so updates
 and deletes carry the whole old row and an unchanged TOASTed value is never
 written as null; a table without it is a plan-time error saying the statement
 to run. A table's columns changed while the job runs follow

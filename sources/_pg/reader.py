@@ -1,6 +1,11 @@
 """The Postgres-CDC source at run time: a Spark Python streaming data source over the job's slot.
 
-Offsets are epoch ends (:func:`sources._pg.slot.epoch_end`, ``{"lsn": n}``).
+Offsets are epoch ends (:func:`sources._pg.slot.epoch_end`, ``{"lsn": n}``)
+with the slot they were read through (``"slot"``: a job that names another
+slot is refused, its changes in between would be lost), the tables they cover
+(``"tables"``: a table added to table-names since is added to the publication
+and, under startup.mode = initial, snapshotted like the first ones, while the
+others stream) and, during a snapshot, its progress (``"snapshot"``).
 A micro-batch ``(start, end]`` is ONE partition: a task peeks the slot for the
 transactions that committed in that range (the WAL is one stream, in commit
 order) and turns their changes into the engine's row envelope, values as
@@ -302,19 +307,51 @@ def _register(spark: Any) -> None:
             self.spec, self.password = spec, password
             self._conn: Any = None
             self.target: int | None = None  # Trigger.AvailableNow (job.mode = BATCH): read up to here
+            self._published = False
 
         def _cur(self) -> Any:
             if self._conn is None or self._conn.closed:
                 self._conn = _open(self.spec, self.password)
             return self._conn.cursor()
 
+        def _tables(self) -> list[str]:
+            return sorted(t.table_id for t in self.spec.tables)
+
+        def _publish(self, cur: Any) -> None:
+            """The publication holds every table of the job (once per query start: a table added to
+            table-names since the checkpoint began is added to it, and its changes are decoded from then on)."""
+            if not self._published:
+                pgslot.ensure_publication(cur, self.spec.publication, [t.table_id.split(".", 1)[1] for t in self.spec.tables])
+                self._published = True
+
         def initialOffset(self) -> dict:
             with self._cur() as cur:
-                pgslot.ensure_publication(cur, self.spec.publication, [t.table_id.split(".", 1)[1] for t in self.spec.tables])
+                self._publish(cur)
                 start = pgslot.ensure_slot(cur, self.spec.slot)
+            out: dict = {"lsn": start, "slot": self.spec.slot, "tables": self._tables()}
             if self.spec.snapshot:
-                return {"lsn": start, "slot": self.spec.slot, "snapshot": pgsnap.initial_state(self.spec.tables)}
-            return {"lsn": start, "slot": self.spec.slot}
+                out["snapshot"] = pgsnap.initial_state(self.spec.tables)
+            return out
+
+        def _same_slot(self, offset: dict) -> None:
+            slot = offset.get("slot", self.spec.slot)
+            if slot != self.spec.slot:
+                raise RuntimeFailure("RUNTIME.FAILED", {"detail": (
+                    f"the checkpoint reads replication slot {slot!r} and the job now names slot.name = "
+                    f"{self.spec.slot!r}: a new slot starts where it is created, so the changes between the two "
+                    f"would be lost. Set slot.name = {slot} again, or start the job on a new checkpoint.dir "
+                    "(startup.mode = initial reads the tables again)")})
+
+        def _added(self, start: dict) -> list:
+            """The job's tables the checkpoint does not cover yet (added to table-names since it began).
+            A checkpoint from before offsets named their tables covers the tables of its snapshot state, or
+            else all of them (it cannot tell)."""
+            known = start.get("tables")
+            if known is None:
+                state = start.get("snapshot")
+                known = list(state) if state else self._tables()
+            known = set(known)
+            return [t for t in self.spec.tables if t.table_id not in known]
 
         def prepareForTriggerAvailableNow(self) -> None:
             with self._cur() as cur:
@@ -324,23 +361,32 @@ def _register(spark: Any) -> None:
             """The next epoch: the log up to the WAL position now (or the AvailableNow target) and, while the
             snapshot runs, its next chunks (``snapshot.chunks.per.epoch``; the source admits the snapshot
             itself, whatever ``limit`` Spark passes)."""
+            self._same_slot(start)
+            added = self._added(start)
             with self._cur() as cur:
+                self._publish(cur)  # before the epoch's end: an added table's changes are decoded from here
                 end = pgslot.epoch_end(cur)
                 if end is None:
                     end = int(start["lsn"])
                 if self.target is not None:
                     end = min(end, self.target)
                 end = max(end, int(start["lsn"]))
-                progress = start.get("snapshot")
+                tables = self._tables()
+                progress = {t: p for t, p in (start.get("snapshot") or {}).items() if t in tables}
+                if added and self.spec.snapshot:  # snapshot a table added since, as the job's first ones were
+                    progress.update(pgsnap.initial_state(tuple(added)))
                 if not progress:
-                    return {"lsn": end, "slot": self.spec.slot} if end != int(start["lsn"]) else start
+                    if end == int(start["lsn"]) and not added and start.get("tables") == tables:
+                        return start
+                    return {"lsn": end, "slot": self.spec.slot, "tables": tables}
                 state, chunks = pgsnap.next_chunks(cur, self.spec.tables, progress, self.spec.split_size,
                                                    self.spec.chunks_per_epoch)
-            out: dict = {"lsn": end, "slot": self.spec.slot, "chunks": chunks}
+            out: dict = {"lsn": end, "slot": self.spec.slot, "tables": tables, "chunks": chunks}
             out["snapshotted" if pgsnap.finished(state) else "snapshot"] = state
             return out
 
         def partitions(self, start: dict, end: dict) -> list:
+            self._same_slot(end)  # also a batch run again after a restart, before any latestOffset
             after, upto = int(start["lsn"]), int(end["lsn"])
             parts: list = [Range(after, upto, start.get("snapshot"))]
             chunks = list(end.get("chunks", ()))
