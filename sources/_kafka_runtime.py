@@ -283,7 +283,9 @@ def decode(source: "Kafka", raw: "DataFrame", tables: tuple[TableSchema, ...], u
         if r.format == "text":
             values, bad = _text_columns(image, t, r.delimiter)
         else:
-            values, bad = _json_columns(image, t, debezium=r.format == "debezium_json")
+            debezium = r.format == "debezium_json"
+            values, bad = _json_columns(image, t, debezium=debezium,
+                                        placeholder=o.debezium_unavailable_value_placeholder if debezium else None)
         typed[t.table_id] = values
         errors.append(F.when(mine_ & F.col("__err").isNull() & ~F.col(rows.KIND).eqNullSafe(rows.TRUNCATE), bad))
     df = df.withColumn("__err", F.coalesce(*errors))
@@ -500,8 +502,17 @@ def _from_json(text: "Column", shape: Any) -> "Column":
 _AS_READ = {"date": "int", "timestamp": "string", "timestamp_ntz": "string"}
 
 
-def _json_columns(image: "Column", table: TableSchema, debezium: bool) -> tuple[dict[str, "Column"], "Column"]:
-    """The table's columns from a JSON object text, and an error message column (null when fine)."""
+def _placeholder_bytes(placeholder: str) -> bytes:
+    """Debezium's ``unavailable.value.placeholder`` as octets (``hex:...``, else the text's UTF-8)."""
+    return bytes.fromhex(placeholder[4:]) if placeholder.startswith("hex:") else placeholder.encode()
+
+
+def _json_columns(image: "Column", table: TableSchema, debezium: bool,
+                  placeholder: str | None = None) -> tuple[dict[str, "Column"], "Column"]:
+    """The table's columns from a JSON object text, and an error message column (null when fine).
+    ``placeholder``: Debezium's value for a column the database did not log; a column holding it is an
+    error naming it (written as a value, it would overwrite the stored one: the TOASTed text an update
+    left unchanged under REPLICA IDENTITY DEFAULT)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType, _parse_datatype_string
 
@@ -521,9 +532,18 @@ def _json_columns(image: "Column", table: TableSchema, debezium: bool) -> tuple[
         image.isNull() | parsed.isNull() | parsed[_CORRUPT].isNotNull(),
         F.lit("the value is not a JSON object of the table's columns"),
     )
+    unavailable = {"string": F.lit(placeholder), "binary": F.lit(_placeholder_bytes(placeholder))} if placeholder else {}
     for c in table.columns:
         raw = parsed[c.name]
         low = c.type.lower()
+        sent = unavailable.get(read_types[c.name].lower())
+        if sent is not None:
+            bad = bad.when(raw == sent, F.lit(
+                f"column {c.name}: Debezium sent no value (its placeholder {placeholder!r}: the database did not "
+                "log it, as PostgreSQL does not for a TOASTed value an UPDATE left unchanged unless the table has "
+                "REPLICA IDENTITY FULL); applying it would overwrite the stored value. Run ALTER TABLE ... "
+                "REPLICA IDENTITY FULL on the source table; format_error_handle_way = dead_letter keeps such "
+                "events for replay"))
         if read_types[c.name] == c.type:
             values[c.name] = raw
             continue

@@ -72,7 +72,11 @@ within one partition). Values arrive as Debezium writes them by default:
 dates as days since 1970-01-01, timestamps as microseconds (or ISO text),
 decimals as text or numbers (Debezium's ``decimal.handling.mode = string`` or
 ``double``; the binary default cannot be read as a decimal and is a format
-error). A TRUNCATE event (``op = t``; PostgreSQL's connector emits them with
+error). A column holding Debezium's ``unavailable.value.placeholder`` (ours:
+``debezium_unavailable_value_placeholder``, Debezium's default) is a format
+error naming the column: PostgreSQL did not log the value (a TOASTed value an
+UPDATE left unchanged, under REPLICA IDENTITY DEFAULT), and applied it would
+overwrite the stored one; set the table's REPLICA IDENTITY FULL. A TRUNCATE event (``op = t``; PostgreSQL's connector emits them with
 ``skipped.operations = none``) follows ``truncate_events`` (ours):
 ``reject`` (default: a decoding error naming the table, so a dead letter, or
 the query stops with ``format_error_handle_way = fail``; never lost
@@ -278,6 +282,13 @@ class KafkaSourceOptions(SourceOptions):
     )
     debezium_record_table_filter: TableFilter | None = Field(
         None, description="debezium_json: keep only the events of this table."
+    )
+    debezium_unavailable_value_placeholder: str = Field(
+        "__debezium_unavailable_value", min_length=1,
+        description="debezium_json: Debezium's unavailable.value.placeholder (hex:... for octets), the value it "
+        "sends for a column the database did not log (an unchanged TOASTed value under PostgreSQL's REPLICA "
+        "IDENTITY DEFAULT). An event carrying it is a decoding error naming the column (per "
+        "format_error_handle_way), never written as the column's value.",
     )
     tables_configs: list[KafkaTableConfig] | None = Field(
         None, validation_alias=AliasChoices("tables_configs", "table_list"),

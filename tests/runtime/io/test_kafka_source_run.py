@@ -510,3 +510,56 @@ def test_the_time_lag_of_a_debezium_source_is_now_minus_the_source_time_of_the_l
     last, lag = metrics_of(ran)
     assert last == fresh_ms / 1000
     assert 0 <= lag <= time.time() - fresh_ms / 1000 + 1 and lag < 600, lag
+
+
+TOAST_JOB = """
+env {{ job.name = {name}, job.mode = BATCH }}
+source {{
+  Kafka {{
+    plugin_output = cdc
+    bootstrap.servers = "{bootstrap}"
+    topic = "{prefix}.public.docs"
+    start_mode = earliest
+    format = debezium_json
+    format_error_handle_way = {errors}
+    schema = {{ table = "public.docs", fields {{ id = int, title = string, body = string, blob = bytes }},
+               primaryKey {{ name = pk, columnNames = [id] }} }}
+  }}
+}}
+sink {{ Delta {{ plugin_input = cdc, path = "${{work}}/wh/docs", save_mode = upsert }} }}
+"""
+
+
+def test_a_value_debezium_could_not_read_is_never_written_over_the_stored_one(
+    postgres_db, kafka_broker, debezium_factory, run_job_text, spark
+):
+    """PostgreSQL logs no TOASTed value an UPDATE left unchanged unless the table has REPLICA IDENTITY FULL;
+    Debezium then sends its placeholder (``__debezium_unavailable_value``) in that column. Written as the
+    value, it replaced the stored document in Delta. Now such an event is a decoding error naming the
+    column: the job stops (fail) or keeps the event in the dead-letter table, and the stored value stays."""
+    pg = postgres_db
+    pg.execute("CREATE TABLE docs (id int PRIMARY KEY, title text, body text, blob bytea)")
+    pg.execute("ALTER TABLE docs ALTER COLUMN body SET STORAGE EXTERNAL")  # TOASTed above ~2 kB, uncompressed
+    pg.execute("ALTER TABLE docs ALTER COLUMN blob SET STORAGE EXTERNAL")
+    body, blob = "b" * 20000, bytes(range(256)) * 40
+    for i in (1, 2):
+        pg.execute("INSERT INTO docs VALUES (%s, %s, %s, %s)", (i, f"t{i}", f"{i}{body}", blob))
+    dbz = debezium_factory(pg, kafka_broker, "toast", ["public.docs"], schemas_enable=True)
+    pg.execute("UPDATE docs SET title = 'renamed' WHERE id = 1")  # body and blob unchanged: not logged
+    pg.execute("INSERT INTO docs VALUES (3, 't3', 'short', '\\x00')")
+    dbz.wait_published(4, timeout=60)
+
+    job = TOAST_JOB.format(name="toastfail", bootstrap=kafka_broker.bootstrap, prefix="toast", errors="fail")
+    failed = run_job_text(job)
+    assert failed.result.status == "FAILED"
+    assert "column body: Debezium sent no value" in failed.result.error and "REPLICA IDENTITY FULL" in failed.result.error
+    assert "offset 2" in failed.result.error, failed.result.error  # the record: snapshot 1, 2, then the update
+
+    job = TOAST_JOB.format(name="toastdead", bootstrap=kafka_broker.bootstrap, prefix="toast", errors="dead_letter")
+    ran = run_job_text(job)
+    assert ran.result.status == "FINISHED", ran.result.error
+    got = {r["id"]: (r["title"], r["body"], bytes(r["blob"])) for r in ran.rows(spark, "wh/docs")}
+    assert got == {1: ("t1", f"1{body}", blob), 2: ("t2", f"2{body}", blob), 3: ("t3", "short", b"\x00")}
+    (letter,) = ran.rows(spark, "checkpoints/toastdead/_dead_letter")
+    assert letter["offset"] == 2 and "column body: Debezium sent no value" in letter["error"]
+    assert '"title":"renamed"' in letter["payload"]  # the whole event, for a replay once the table is FULL
