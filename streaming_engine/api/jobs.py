@@ -29,7 +29,7 @@ from streaming_engine import redact
 from streaming_engine.api import views
 from streaming_engine.control import history
 from streaming_engine.errors import ConfigError, EngineError, Problem
-from streaming_engine.runtime.events import EpochCommitted, Event, PipelineReplanned, SourceProgress
+from streaming_engine.runtime.events import EpochCommitted, Event, JobStarted, PipelineReplanned, SourceProgress
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -114,7 +114,7 @@ class Submitted:
                 p = self.pipelines.setdefault(e.pipeline, PipelineProgress(e.pipeline))
                 p.rows_read += e.input_rows
                 self.source_rows += e.input_rows
-            elif isinstance(e, PipelineReplanned) and e.plans:  # explain shows the plans as planned again
+            elif isinstance(e, (PipelineReplanned, JobStarted)) and e.plans:  # explain shows them as planned now
                 self.plans = json.loads(e.plans)
         if self.running_since is None and self.master.state.state.value == "RUNNING":
             self.running_since = time.time()
@@ -380,8 +380,8 @@ class JobService:
             return history.jobs(self.spark, self.history_path, job_id=job_id, limit=1000)
 
     def _history_plans(self, job_ids: list[str]) -> dict[str, dict[str, Any]]:
-        """The plans each job recorded last: with its CREATED state, or a pipeline's when it was planned
-        again for a schema change (one query for all)."""
+        """The plans each job recorded last: with its CREATED state, a pipeline's first start when the run
+        planned the job as it last ran, or a pipeline's re-plan for a schema change (one query for all)."""
         if not job_ids:
             return {}
         from delta.tables import DeltaTable
@@ -391,16 +391,18 @@ class JobService:
             if not DeltaTable.isDeltaTable(self.spark, self.history_path):
                 return {}
             rows = (self.spark.read.format("delta").load(self.history_path)
-                    .where((F.col("state") == "CREATED") & F.col("job_id").isin(job_ids) & F.col("detail").isNotNull())
+                    .where(F.col("job_id").isin(job_ids) & F.col("detail").contains('"plans"'))
                     .select("job_id", "seq", "detail").orderBy("seq").collect())
         out = {}
         for r in rows:  # the newest last
             if '"plans"' not in r["detail"]:
                 continue
             try:
-                out[r["job_id"]] = (json.loads(r["detail"]) or {}).get("plans") if r["detail"] else None
+                found = (json.loads(r["detail"]) or {}).get("plans")
             except ValueError:
                 continue
+            if found:
+                out[r["job_id"]] = found
         return out
 
     # -- shutdown -----------------------------------------------------------------------------
@@ -431,7 +433,7 @@ def _from_history(summary: dict[str, Any], rows: list[dict[str, Any]],
         except ValueError:
             metrics_detail = {}
     for r in sorted(rows, key=lambda r: r.get("seq") or 0) if plans is None else ():  # the newest plans recorded
-        if r.get("state") == "CREATED" and r.get("detail") and '"plans"' in r["detail"]:
+        if r.get("detail") and '"plans"' in r["detail"]:
             try:
                 plans = (json.loads(r["detail"]) or {}).get("plans") or plans
             except ValueError:

@@ -29,7 +29,7 @@ from streaming_engine.checkpoint.ledger import ledger_path
 from streaming_engine.plan.physical import checkpoint_location, slug
 from streaming_engine.plan.render import to_json
 from streaming_engine.runtime.events import (
-    Event, EventBus, JobStopping, PipelineFailed, PipelineFinished, PipelineReplanned, PipelineStarted, PipelineStarting,
+    Event, EventBus, JobStarted, JobStopping, PipelineFailed, PipelineFinished, PipelineReplanned, PipelineStarted, PipelineStarting,
     StateChanged,
 )
 from streaming_engine.runtime.runner import JobResult, execute
@@ -74,6 +74,7 @@ class JobMaster:
         self.restarts: dict[str, int] = {p.key: 0 for p in job.plan.pipelines}
         self.bug: EngineError | None = None  # an illegal transition seen while the job ran
         self.plans_now: dict[str, Any] | None = None  # the plans since a pipeline was planned again, else None
+        self._plans_unrecorded: set[str] = set()  # pipelines whose history row should carry plans_now
         self.lost: EngineError | None = None  # the lease went to another run
         self._seq = 0
         self._pending: list[dict[str, Any]] = []
@@ -261,11 +262,17 @@ class JobMaster:
 
     # -- events -> states ---------------------------------------------------------
     def on_event(self, e: Event) -> None:
-        if isinstance(e, PipelineStarting):
+        if isinstance(e, JobStarted) and e.plans:  # planned as when it last ran: what explain shows from now on
+            self.plans_now = json.loads(e.plans)
+            self._plans_unrecorded = set(self.pipelines)
+        elif isinstance(e, PipelineStarting):
             m = self.pipelines[e.pipeline]
             if m.state is P.CREATED:  # a restart
                 self._move(m, P.SCHEDULED, f"restart attempt {e.attempt}")
-            self._move(m, P.DEPLOYING, f"attempt {e.attempt}")
+            recorded = e.pipeline in self._plans_unrecorded  # the history keeps the plans the run started with
+            self._plans_unrecorded.discard(e.pipeline)
+            self._move(m, P.DEPLOYING, f"attempt {e.attempt}",
+                       detail={"plans": self.plans_now} if recorded else None)
         elif isinstance(e, PipelineStarted):
             self._move(self.pipelines[e.pipeline], P.RUNNING, f"attempt {e.attempt}, checkpoint {e.checkpoint}")
             if self.state.state is J.SCHEDULED:

@@ -25,6 +25,9 @@ class Event:
 class JobStarted(Event):
     mode: str
     pipelines: tuple[str, ...]
+    # the job's plans (plan.render.to_json) when this run planned it otherwise than its config compiles:
+    # as its sources were last planned (checkpoint.planned, a column a lenient source kept); else empty
+    plans: str = ""
 
 
 @dataclass(frozen=True)

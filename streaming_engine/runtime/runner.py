@@ -118,6 +118,7 @@ def execute(
     bus = bus or EventBus()
     spark = spark or build_spark_session(dag.job_name, master, conf=dag.env.spark, extras=required_extras(job.raw))
     add_python_files(spark, job.raw)
+    compiled = job
     job = _as_last_planned(spark, job)  # raises what planning it so raised: the run fails before it starts
     dag = job.dag
     ledger_path = ledger.ledger_path(dag.env.checkpoint_dir, slug(dag.job_name))
@@ -131,7 +132,10 @@ def execute(
     epochs: dict[str, int] = {r.pipeline.key: 0 for r in runners}
     summary = ledger.Summary()  # bounded by the number of tables, not of epochs
     bus.subscribe(lambda e: _count_epoch(e, epochs, summary))
-    bus.publish(JobStarted(dag.job_name, dag.env.job_mode, tuple(p.name for p in job.plan.pipelines)))
+    from streaming_engine.plan.render import to_json
+
+    bus.publish(JobStarted(dag.job_name, dag.env.job_mode, tuple(p.name for p in job.plan.pipelines),
+                           to_json(job) if job is not compiled else ""))
 
     stop = stop or threading.Event()
     _install_signal_handlers(stop)

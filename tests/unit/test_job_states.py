@@ -246,3 +246,40 @@ def test_the_rest_api_shows_the_plans_of_the_last_replan_live_and_from_history()
     summary = {"job_id": "1", "job_name": "shown", "state": "RUNNING"}
     assert _from_history(summary, rows[::-1])["plans"] == plans(again)
     assert _from_history(summary, rows[:1])["plans"] == plans(job)
+
+
+def test_a_run_planned_as_it_last_ran_shows_and_records_those_plans():
+    """A run that plans the job from its checkpoint's stored sources (runner._as_last_planned: a column a
+    lenient source kept) says so in JobStarted: the master's plans (a savepoint's), the REST view and the
+    history (with each pipeline's first start, not its restarts) are those, not the config's compile."""
+    import json
+
+    from streaming_engine.api.jobs import Submitted, _from_history
+    from streaming_engine.control.master import JobMaster, plans
+    from streaming_engine.job import compile_text
+    from streaming_engine.plan.render import to_json
+    from streaming_engine.runtime.events import JobStarted, PipelineFailed, PipelineStarted, PipelineStarting
+
+    text = ('env { job.name = kept }\nsource { FakeSource { plugin_output = a, row.num = 1,'
+            ' schema = { fields { id = int } } } }\nsink { Console { plugin_input = a } }')
+    job, last = compile_text(text), compile_text(text.replace("id = int", "id = int, gone = string"))
+    master = JobMaster(job)
+    (key,) = master.pipelines
+    s = Submitted(job, master, 0.0, False, plans(job), {}, {})
+    started = JobStarted("kept", "BATCH", ("p",), to_json(last))
+    for e in (started, PipelineStarting("kept", key, 1), PipelineStarted("kept", key, "/ck", 1),
+              PipelineFailed("kept", key, 1, "boom", restart_in=0.0), PipelineStarting("kept", key, 2)):
+        master.on_event(e)
+        s.on_event(e)
+    assert master.plans_now == plans(last) != plans(job)
+    assert s.view()["plans"] == plans(last)
+    with_plans = [r for r in master._pending if r["detail"] and '"plans"' in r["detail"]]
+    assert [(r["entity"], r["state"]) for r in with_plans][-1] == (key, "DEPLOYING")
+    assert len([r for r in with_plans if r["entity"] == key]) == 1  # the restart's start records none
+    assert '"gone"' in with_plans[-1]["detail"]
+    rows = [dict(r, job_id="1", seq=i) for i, r in enumerate(master._pending)]
+    assert _from_history({"job_id": "1", "job_name": "kept", "state": "RUNNING"}, rows)["plans"] == plans(last)
+    # a run that planned the job as its config says publishes no plans: nothing changes
+    other = JobMaster(job)
+    other.on_event(JobStarted("kept", "BATCH", ("p",)))
+    assert other.plans_now is None

@@ -290,6 +290,10 @@ def test_a_restart_after_a_lenient_drop_writes_the_tables_that_keep_the_column(
         cur.execute("UPDATE evd.s SET v = 'a2' WHERE id = 1")
         ran = _run_until_read(run_job_text, job, pg, slot)
         assert ran.result.status in ("FINISHED", "CANCELED"), ran.result.error
+        from streaming_engine.runtime.events import JobStarted
+
+        (started,) = [e for e in ran.events if isinstance(e, JobStarted)]  # the plans explain shows: with gone
+        assert '"gone"' in started.plans
         state = spark.read.format("delta").load(str(tmp_path / "state" / "s"))
         assert state.columns == ["id", "v", "gone"]
         assert sorted(tuple(r) for r in state.collect()) == [(1, "a2", None), (2, "b", "g2"), (3, "c", None)]
