@@ -15,16 +15,22 @@ a directory):
    hands the sink an epoch at or below it (a replay after a crash is skipped;
    a checkpoint behind the markers stops the run). A query starting from an
    empty checkpoint applies ``schema_save_mode`` and ``data_save_mode`` first.
-2. Spark writes the epoch's rows to ``<path>/_staging/T-E/``. A
-   staging directory without its ``_MANIFEST.json`` is a half-written one from
-   a crash: it is deleted and written again. The manifest, written last and
-   atomically, lists every staged file with its final name (see "File names";
-   Hive partition directories are kept or renamed by partition_dir_expression).
-3. Publish: each staged file is renamed (atomically, on the same file system)
-   to its final name; a file whose final name exists was moved by an earlier
-   attempt. The files and their directories are fsynced, then the marker is
-   written (atomically, fsynced) and the staging directory removed. A crash
-   during step 3 is completed by the replay.
+2. Spark writes the epoch's rows to ``<path>/_staging/T-E.D/``, where ``D``
+   is this driver's own id (two live drivers of the job, a paused one woken
+   up beside its successor, never stage into one directory).
+3. Claim: the marker ``<path>/_published/T-E.json``, listing every staged
+   file with its final name (see "File names"; Hive partition directories are
+   kept or renamed by partition_dir_expression), is created only if it does
+   not exist (a complete file hard-linked to its name, fsynced): the one
+   commit point of the epoch. A driver that finds it exists (another driver
+   published the epoch) removes its own staging and skips the epoch: no epoch
+   lands twice, whichever driver is first.
+4. Publish: each staged file the marker lists is renamed (atomically, on the
+   same file system) to its final name, the files and their directories
+   fsynced, the staging directory removed. A crash after the claim is
+   finished by the next commit of the epoch or the next query start
+   (:func:`_recover`), which also removes staging of epochs that have a
+   marker naming another directory.
 
 Readers never see a partly written file; ``_staging`` and ``_published`` start
 with "_" so Spark (and the LocalFile source) ignore them. An epoch with no rows
@@ -94,6 +100,7 @@ from __future__ import annotations
 import codecs
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -110,9 +117,15 @@ from sinks._paths import local_path
 from sources._schema_options import file_format, one_of, spark_charset
 from sinks._placeholders import check_distinct_targets, check_template, render
 from streaming_engine.errors import CommitError, EngineError, SchemaError
+from streaming_engine.runtime import faults
 from streaming_engine.plugins.base import Sink, SinkOptions, missing_column, refused
 from streaming_engine.plugins.registry import register
 from streaming_engine.schema import Dataset, TableSchema
+
+log = logging.getLogger("streaming_engine.commit")
+# this driver's staging directories: two drivers of a job (a paused one woken up beside its successor)
+# never stage an epoch into the same directory; the epoch's marker, created once, says whose files count
+_DRIVER = uuid.uuid4().hex
 
 FORMATS = ("csv", "text", "json", "parquet", "orc", "xml")
 EXCEL = "excel files: no Spark data source for Excel ships with Spark; write csv (or parquet) instead"
@@ -390,9 +403,8 @@ class LocalFile(Sink):
         return render(self.options.path, table)
 
     def open(self, ctx: Any, dataset: Dataset) -> dict[str, int]:
-        """Per table, the newest epoch published by this sink (its markers).
-        Staging left by a crash for an epoch at or below it is removed (that
-        epoch is published, or will never be written again). A query starting
+        """Per table, the newest epoch published by this sink (its markers),
+        after finishing what a crash left (:func:`_recover`). A query starting
         from an empty checkpoint (``ctx.batch_id`` -1) applies the save modes first."""
         out = {}
         for table in dataset.tables:
@@ -400,11 +412,8 @@ class LocalFile(Sink):
             root = _local_path(self.target_for(table))
             if ctx.batch_id < 0:
                 self._save_modes(root)
-            mark = max(_epochs(os.path.join(root, "_published"), tag, ".json"), default=-1)
-            for epoch in _epochs(os.path.join(root, "_staging"), tag, ""):
-                if epoch <= mark:
-                    shutil.rmtree(os.path.join(root, "_staging", f"{tag}-{epoch:012d}"), ignore_errors=True)
-            out[table.table_id] = mark
+            _recover(root, tag)
+            out[table.table_id] = max(_epochs(os.path.join(root, "_published"), tag, ".json"), default=-1)
         return out
 
     def _save_modes(self, root: str) -> None:
@@ -469,41 +478,27 @@ class LocalFile(Sink):
         tag = _tag(ctx.txn_app_id(table.table_id))
         name = f"{tag}-{ctx.batch_id:012d}"
         marker = os.path.join(root, "_published", f"{name}.json")
-        staging = os.path.join(root, "_staging", name)
-        manifest = os.path.join(staging, "_MANIFEST.json")
-        if not os.path.exists(manifest):
-            shutil.rmtree(staging, ignore_errors=True)  # none, or half-written by a crashed attempt
-            rows = self._stage(df, table, staging)
-            if rows == 0 and o.create_empty_file_when_no_data and not _staged_files(staging):
-                self._stage_empty(df.sparkSession, table, staging)
-            keep = rows or o.create_empty_file_when_no_data
-            files = self._final_names(staging, f"{ctx.batch_id:06d}", tag, f"T_{tag}_{ctx.batch_id:06d}") if keep else []
-            _write_json(manifest, {"epoch": ctx.batch_id, "rows": rows, "files": files})
-        with open(manifest, encoding="utf-8") as f:
-            staged = json.load(f)
-        directories = set()
-        for src, dst in staged["files"]:
-            src_path, dst_path = os.path.join(staging, src), os.path.join(root, dst)
-            if os.path.exists(src_path):
-                os.makedirs(os.path.dirname(dst_path), exist_ok=True)
-                os.replace(src_path, dst_path)
-            elif not os.path.exists(dst_path):
-                raise CommitError(
-                    "RUNTIME.FAILED",
-                    {"detail": f"LocalFile: staged file {src_path} of epoch {ctx.batch_id} disappeared before it was published"},
-                )
-            _fsync(dst_path)
-            directories.add(os.path.dirname(dst_path))
-        for d in sorted(directories):
-            _fsync(d)  # the renames themselves: durable before the marker says "published"
-        published = {"epoch": ctx.batch_id, "rows": staged["rows"], "files": [d for _, d in staged["files"]], "sink": ctx.sink_uid}
-        _write_json(marker, published)
-        shutil.rmtree(staging, ignore_errors=True)
-        try:
-            os.rmdir(os.path.dirname(staging))  # only when no other epoch is staged
-        except OSError:
-            pass
-        return CommitRecord(ctx.sink_uid, table.table_id, target, int(staged["rows"]))
+        if os.path.exists(marker):  # published already (another driver of the job, or an attempt before a crash)
+            claim = _read_json(marker)
+            _publish(root, claim)  # what its publisher may not have moved yet
+            return CommitRecord(ctx.sink_uid, table.table_id, target, int(claim["rows"]), skipped=True)
+        staging = os.path.join(root, "_staging", f"{name}.{_DRIVER}")
+        shutil.rmtree(staging, ignore_errors=True)  # this driver's own, from an attempt of the epoch that failed
+        rows = self._stage(df, table, staging)
+        if rows == 0 and o.create_empty_file_when_no_data and not _staged_files(staging):
+            self._stage_empty(df.sparkSession, table, staging)
+        keep = rows or o.create_empty_file_when_no_data
+        staged = self._final_names(staging, f"{ctx.batch_id:06d}", tag, f"T_{tag}_{ctx.batch_id:06d}") if keep else []
+        faults.maybe_crash("sink_files_written", ctx.batch_id, ctx.sink_uid)
+        claim = {"epoch": ctx.batch_id, "rows": rows, "files": [d for _, d in staged], "sink": ctx.sink_uid,
+                 "staging": os.path.basename(staging), "staged": staged}
+        if not _create_once(marker, claim):  # another driver published the epoch first: its files count
+            _drop_staging(staging)
+            log.warning("LocalFile: epoch published by another driver of the job: skipped",
+                        extra={"table": table.table_id, "epoch": ctx.batch_id, "path": root})
+            return CommitRecord(ctx.sink_uid, table.table_id, target, int(_read_json(marker)["rows"]), skipped=True)
+        _publish(root, claim)
+        return CommitRecord(ctx.sink_uid, table.table_id, target, int(rows))
 
     # -- staging -------------------------------------------------------------
     def _partition_columns(self) -> list[str]:
@@ -652,6 +647,95 @@ def _incompatible(table: TableSchema, detail: str) -> SchemaError:
 _SPARK_PART = re.compile(r"^part-\d+-[0-9a-fA-F-]{36}(?:_\d+)?[-.]c\d+(?P<ext>.*)$")
 
 
+def _read_json(path: str) -> dict[str, Any]:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _create_once(path: str, data: dict[str, Any]) -> bool:
+    """Create ``path`` holding ``data`` unless it exists, atomically (a complete temporary file hard-linked
+    to its name: of two drivers, one creates it); False when it existed."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f)
+        f.flush()
+        os.fsync(f.fileno())
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        return False
+    finally:
+        os.remove(tmp)
+    _fsync(os.path.dirname(path))
+    return True
+
+
+def _publish(root: str, claim: dict[str, Any]) -> None:
+    """Move an epoch's staged files to their final names as its marker (the claim) lists them, then
+    remove its staging directory. Idempotent: a file already moved is skipped, so a crash at any
+    point is finished by the next commit or query start."""
+    if "staging" not in claim:
+        return  # a marker of the earlier protocol: written after its moves
+    staging = os.path.join(root, "_staging", claim["staging"])
+    if not os.path.isdir(staging):
+        return  # published
+    directories = set()
+    for src, dst in claim["staged"]:
+        src_path, dst_path = os.path.join(staging, src), os.path.join(root, dst)
+        if os.path.exists(src_path):
+            os.makedirs(os.path.dirname(dst_path), exist_ok=True)
+            os.replace(src_path, dst_path)
+        elif not os.path.exists(dst_path):
+            raise CommitError("RUNTIME.FAILED", {"detail": f"LocalFile: staged file {src_path} of epoch "
+                                                           f"{claim['epoch']} disappeared before it was published"})
+        _fsync(dst_path)
+        directories.add(os.path.dirname(dst_path))
+    for d in sorted(directories):
+        _fsync(d)  # the renames: durable before the staging directory goes
+    _drop_staging(staging)
+
+
+def _drop_staging(staging: str) -> None:
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        os.rmdir(os.path.dirname(staging))  # only when no other epoch is staged
+    except OSError:
+        pass
+
+
+_STAGED = re.compile(r"(?P<epoch>\d{12})(?:\.(?P<attempt>[0-9a-f]{32}))?")
+
+
+def _recover(root: str, tag: str) -> None:
+    """What a crashed or overtaken driver left in ``_staging``: an epoch whose marker names this
+    directory is published (a crash between the claim and the moves); any other directory of an epoch
+    that has a marker lost the race or is left from a crash, and is removed. A directory of an epoch
+    without a marker may be a live driver's staging: kept (removed once that epoch is published).
+    A directory of the earlier protocol (no attempt suffix, a manifest of its moves) is claimed and
+    published the same way."""
+    directory = os.path.join(root, "_staging")
+    if not os.path.isdir(directory):
+        return
+    for entry in sorted(os.listdir(directory)):
+        if not entry.startswith(f"{tag}-"):
+            continue
+        m = _STAGED.fullmatch(entry[len(tag) + 1:])
+        if m is None:
+            continue
+        epoch = int(m.group("epoch"))
+        marker = os.path.join(root, "_published", f"{tag}-{epoch:012d}.json")
+        manifest = os.path.join(directory, entry, "_MANIFEST.json")
+        if m.group("attempt") is None and not os.path.exists(marker) and os.path.exists(manifest):
+            staged = _read_json(manifest)
+            _create_once(marker, {"epoch": epoch, "rows": staged["rows"], "files": [d for _, d in staged["files"]],
+                                  "staging": entry, "staged": staged["files"]})
+        if os.path.exists(marker) and _read_json(marker).get("staging") == entry:
+            _publish(root, _read_json(marker))
+        elif os.path.exists(marker):
+            _drop_staging(os.path.join(directory, entry))
+
+
 def _epochs(directory: str, tag: str, suffix: str) -> list[int]:
     """The epochs of ``<tag>-<epoch><suffix>`` entries in ``directory``."""
     pattern = re.compile(re.escape(tag) + r"-(\d{12})" + re.escape(suffix))
@@ -661,18 +745,6 @@ def _epochs(directory: str, tag: str, suffix: str) -> list[int]:
 
 def _tag(app_id: str) -> str:
     return hashlib.sha1(app_id.encode()).hexdigest()[:10]
-
-
-def _write_json(path: str, data: dict[str, Any]) -> None:
-    """Write ``data`` to ``path`` atomically (a temporary file renamed over it)."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync(os.path.dirname(path))
 
 
 def _fsync(path: str) -> None:

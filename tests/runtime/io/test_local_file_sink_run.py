@@ -102,6 +102,73 @@ def test_open_reports_the_published_epoch_and_half_written_staging_is_redone(spa
         assert sorted(r.id for r in back.collect()) == list(range(8))  # epoch 3 once, no garbage
 
 
+def _as_driver(monkeypatch, name: str) -> None:
+    """Act as another driver process of the job (its own staging directories)."""
+    import sinks.local_file as lf
+
+    monkeypatch.setattr(lf, "_DRIVER", name * 32)
+
+
+def test_two_drivers_of_one_epoch_publish_it_once_whichever_claims_first(spark, tmp_path, monkeypatch):
+    """Driver A has staged epoch 4 and is about to claim it when driver B (its successor, A being thought
+    dead) writes and publishes the same epoch: A's claim fails, A removes its staging and skips; the
+    directory holds B's files of the epoch only (before the fence, both staged into one directory)."""
+    import sinks.local_file as lf
+    from streaming_engine.runtime import faults
+
+    target = tmp_path / "items"
+    sink = LocalFile(LocalFileSinkOptions.model_validate({"path": str(tmp_path / "${table_name}"), "file_format_type": "json"}))
+    ds = Dataset((T,))
+    b_done, b_started = [], []
+
+    def b_runs_now(point, epoch, sink_uid=None):
+        if point == "sink_files_written" and not b_started:  # A's files are staged, its claim not made
+            b_started.append(True)
+            _as_driver(monkeypatch, "b")
+            b_done.extend(sink.write(_ctx(spark, 4), {"db.items": _frame(spark, 4, offset=100)}, ds))
+            _as_driver(monkeypatch, "a")
+
+    _as_driver(monkeypatch, "a")
+    monkeypatch.setattr(faults, "maybe_crash", b_runs_now)
+    a_done = sink.write(_ctx(spark, 4), {"db.items": _frame(spark, 4)}, ds)
+    assert [(r.rows, r.skipped) for r in b_done] == [(4, False)]
+    assert [(r.rows, r.skipped) for r in a_done] == [(4, True)]
+    back = spark.read.json(str(target)).collect()
+    assert sorted(r.id for r in back) == list(range(100, 104))  # B's rows, once; none of A's
+    assert not (target / "_staging").exists()
+    assert json.loads((target / "_published" / f"{lf._tag('j.p.localfile.db.items')}-{4:012d}.json").read_text())[
+        "staging"].endswith("b" * 32)
+    # a driver still further behind (epoch 4 again, from its own old checkpoint) lands nothing either
+    _as_driver(monkeypatch, "c")
+    monkeypatch.setattr(faults, "maybe_crash", lambda *a, **k: None)
+    late = sink.write(_ctx(spark, 4), {"db.items": _frame(spark, 4, offset=200)}, ds)
+    assert [(r.rows, r.skipped) for r in late] == [(4, True)]
+    assert sorted(r.id for r in spark.read.json(str(target)).collect()) == list(range(100, 104))
+
+
+def test_a_crash_between_the_claim_and_the_moves_is_finished_by_the_next_start(spark, tmp_path, monkeypatch):
+    import sinks.local_file as lf
+
+    target = tmp_path / "items"
+    sink = LocalFile(LocalFileSinkOptions.model_validate({"path": str(tmp_path / "${table_name}"), "file_format_type": "json"}))
+    ds = Dataset((T,))
+    real = lf._publish
+
+    def crash(root, claim):
+        raise SystemExit("killed after the claim")
+
+    _as_driver(monkeypatch, "a")
+    monkeypatch.setattr(lf, "_publish", crash)
+    with pytest.raises(SystemExit):
+        sink.write(_ctx(spark, 0), {"db.items": _frame(spark, 3)}, ds)
+    assert not any(p.is_file() for p in target.iterdir())  # claimed, nothing moved yet
+    monkeypatch.setattr(lf, "_publish", real)
+    _as_driver(monkeypatch, "b")  # the next driver: its query start finishes A's epoch
+    assert sink.open(_ctx(spark, 1), ds) == {"db.items": 0}
+    assert sorted(r.id for r in spark.read.json(str(target)).collect()) == [0, 1, 2]
+    assert not (target / "_staging").exists()
+
+
 # -- SeaTunnel's options, through a job --------------------------------------------------------------
 
 OPTIONS = """
