@@ -178,7 +178,7 @@ def test_a_kafka_cdc_job_in_cluster_mode_survives_an_executor_kill_and_an_applic
 env {{ job.name = yarn_cdc, job.mode = BATCH, checkpoint.dir = "${{work}}/ck", job.retry.times = 0,
       python.files = [ userlib ], spark.executorEnv.ENGINE_TEST_MARKS = "{tmp_path / 'marks'}" }}
 source {{ Kafka {{ plugin_output = src, bootstrap.servers = "{kafka_broker.bootstrap}", topic = "yarn_cdc",
-  start_mode = earliest, format = json, max_offsets_per_trigger = 40,
+  start_mode = earliest, format = json, max_offsets_per_trigger = 20,
   schema = {{ table = "shop.items", fields {{ id = bigint, name = string, qty = bigint }},
              primaryKey {{ name = pk, columnNames = [id] }} }} }} }}
 transform {{ Python {{ plugin_input = src, plugin_output = tagged, function = "cluster_udfs:tag",
