@@ -665,6 +665,11 @@ def _create_once(path: str, data: dict[str, Any]) -> bool:
         os.link(tmp, path)
     except FileExistsError:
         return False
+    except OSError as e:  # a mount without hard links: no atomic create-once, so no exactly-once claim
+        raise CommitError("RUNTIME.FAILED", {"detail": (
+            f"LocalFile: cannot claim {path}: the file system of {os.path.dirname(path)} refused a hard link "
+            f"({e.strerror}); the sink publishes an epoch exactly once only where hard links work (a local disk, "
+            "NFS, HDFS mounts do); write to such a directory")}) from None
     finally:
         os.remove(tmp)
     _fsync(os.path.dirname(path))

@@ -146,6 +146,22 @@ def test_two_drivers_of_one_epoch_publish_it_once_whichever_claims_first(spark, 
     assert sorted(r.id for r in spark.read.json(str(target)).collect()) == list(range(100, 104))
 
 
+def test_a_directory_without_hard_links_fails_the_commit_naming_it(spark, tmp_path, monkeypatch):
+    import os
+
+    from streaming_engine.errors import CommitError
+
+    sink = LocalFile(LocalFileSinkOptions.model_validate({"path": str(tmp_path / "${table_name}"), "file_format_type": "json"}))
+
+    def refused(src, dst):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", refused)  # as a mount that has no hard links answers
+    with pytest.raises(CommitError, match=r"refused a hard link \(Operation not permitted\)"):
+        sink.write(_ctx(spark, 0), {"db.items": _frame(spark, 2)}, Dataset((T,)))
+    assert not (tmp_path / "items" / "_published").exists() or not any((tmp_path / "items" / "_published").glob("*.json"))
+
+
 def test_a_crash_between_the_claim_and_the_moves_is_finished_by_the_next_start(spark, tmp_path, monkeypatch):
     import sinks.local_file as lf
 
