@@ -85,6 +85,23 @@ class Relation:
     def table_id(self) -> str:
         return f"{self.namespace or 'pg_catalog'}.{self.name}"
 
+    def values(self, texts: tuple | None) -> dict | None:
+        """A change's tuple as ``{column: text}``; a ``timestamp without time zone`` is marked as UTC (``+00``,
+        as Debezium's MicroTimestamp reads it; Spark's cast would read text without an offset in the session's
+        time zone); ``infinity`` stays as it is."""
+        if texts is None:
+            return None
+        out = dict(zip((c.name for c in self.columns), texts))
+        for c in self.columns:
+            if c.type_oid == TIMESTAMP_OID:
+                v = out.get(c.name)
+                if isinstance(v, str) and v[:1].isdigit():
+                    out[c.name] = v + "+00"
+        return out
+
+
+TIMESTAMP_OID = 1114  # timestamp without time zone
+
 
 @dataclass(frozen=True)
 class Begin:

@@ -110,9 +110,9 @@ class _Rows:
         self._checked: dict[int, Relation] = {}  # relation oid -> the Relation message whose columns were checked
         self.progress = Progress(self.tables, progress)
         self._arrow: Any = None
-        # NUMERIC columns: PostgreSQL's NaN and +-Infinity have no decimal form in Spark or Delta
-        self._decimals = {tid: [(i, c.name) for i, c in enumerate(t.columns) if c.type.startswith("decimal")]
-                          for tid, t in self.tables.items()}
+        # values PostgreSQL has and Spark or Delta do not: NUMERIC NaN and +-Infinity, +-infinity dates and times
+        self._unrepresentable = {tid: [(i, c.name, c.type) for i, c in enumerate(t.columns) if _beyond(c.type)]
+                                 for tid, t in self.tables.items()}
 
     def chunk_batch(self, table: TableSchema, columns: list, at: int) -> Any:
         """A snapshot chunk's rows (Arrow string columns, the table's order) as an envelope batch: +I at ``at``."""
@@ -125,14 +125,14 @@ class _Rows:
             self._arrow = to_arrow_schema(StructType.fromJson(__import__("json").loads(self.spec.struct_json)),
                                           timezone="UTC")
         n = len(columns[0]) if columns else 0
-        for i, name in self._decimals.get(table.table_id, ()):
+        for i, name, type_ in self._unrepresentable.get(table.table_id, ()):
             import pyarrow.compute as pc
 
-            bad = pc.is_in(columns[i], value_set=pa.array(_NON_FINITE))
+            bad = pc.is_in(columns[i], value_set=pa.array(_beyond(type_)))
             if pc.any(bad).as_py():
                 first = pc.index(bad, True).as_py()
                 key = {k: columns[table.names.index(k)][first].as_py() for k in table.primary_key}
-                raise _not_representable(table, name, columns[i][first].as_py(), f"the snapshot's row {key}")
+                raise _not_representable(table, name, type_, columns[i][first].as_py(), f"the snapshot's row {key}")
         out: list = [None] * self.width
         for place, column in zip(self.places[table.table_id], columns):
             out[place] = column
@@ -156,9 +156,7 @@ class _Rows:
         table = self.table_of(relation)
         if table is None:
             return  # a table of the publication this job does not read
-        names = [c.name for c in relation.columns]
-        old = dict(zip(names, change.old)) if change.old is not None else None
-        new = dict(zip(names, change.new)) if change.new is not None else None
+        old, new = relation.values(change.old), relation.values(change.new)
         if new is not None and any(v is UNCHANGED_TOAST for v in new.values()):
             if change.old_kind != "O":
                 raise RuntimeFailure("RUNTIME.FAILED", {"detail": (
@@ -241,10 +239,11 @@ class _Rows:
         return out
 
     def _row(self, table: TableSchema, kind: str, lsn: int, values: dict | None) -> tuple:
-        for _, name in self._decimals.get(table.table_id, ()):
-            if (values or {}).get(name) in _NON_FINITE:
+        for _, name, type_ in self._unrepresentable.get(table.table_id, ()):
+            if (values or {}).get(name) in _beyond(type_):
                 key = {k: (values or {}).get(k) for k in table.primary_key}
-                raise _not_representable(table, name, values[name], f"the change at LSN {lsn_text(lsn)} of row {key}")  # type: ignore[index]
+                raise _not_representable(table, name, type_, values[name],  # type: ignore[index]
+                                         f"the change at LSN {lsn_text(lsn)} of row {key}")
         out: list = [None] * self.width
         for place, column in zip(self.places[table.table_id], table.columns):
             out[place] = (values or {}).get(column.name)
@@ -264,13 +263,23 @@ class _Rows:
 
 
 _NON_FINITE = ["NaN", "Infinity", "-Infinity"]  # PostgreSQL's text of NUMERIC values that are not numbers
+_INFINITE_TIME = ["infinity", "-infinity"]  # of dates and timestamps without a calendar day
 
 
-def _not_representable(table: TableSchema, column: str, value: str, where: str) -> RuntimeFailure:
+def _beyond(engine_type: str) -> list[str]:
+    """PostgreSQL's text of the values of a column of ``engine_type`` that Spark and Delta cannot hold."""
+    if engine_type.startswith("decimal"):
+        return _NON_FINITE
+    return _INFINITE_TIME if engine_type in ("date", "timestamp", "timestamp_ntz") else []
+
+
+def _not_representable(table: TableSchema, column: str, engine_type: str, value: str, where: str) -> RuntimeFailure:
+    fix = ("change the column to double precision (or real)" if engine_type.startswith("decimal")
+           else "store a real date instead (e.g. UPDATE ... SET col = NULL or a far date)")
     return RuntimeFailure("DATA.NOT_REPRESENTABLE", {"detail": (
-        f"table {table.table_id}, column {column} (numeric): {where} holds {value}, which a Spark or Delta decimal "
-        "cannot hold; change the column to double precision (or real), or keep such values out of the "
-        "table, then start the job again (what was committed before stays)")})
+        f"table {table.table_id}, column {column} ({engine_type}): {where} holds {value}, which a Spark or Delta "
+        f"{engine_type.split('(')[0]} cannot hold; {fix}, or keep such values out of the table, then start the job "
+        "again (what was committed before stays)")})
 
 
 def register(spark: Any) -> None:

@@ -49,7 +49,7 @@ import time
 from typing import Any, Iterator
 
 from sources._pg import slot as pgslot
-from sources._pg.pgoutput import UNCHANGED_TOAST, Change, lsn_text
+from sources._pg.pgoutput import TIMESTAMP_OID, UNCHANGED_TOAST, Change, lsn_text
 from streaming_engine.errors import RuntimeFailure
 from streaming_engine.schema import TableSchema
 
@@ -64,6 +64,17 @@ def chunkable(table: TableSchema) -> bool:
 
 def ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
+
+
+def _select(name: str, type_oid: int | None) -> str:
+    """A chunk's column as COPY writes it: a dropped one as NULL; a ``timestamp without time zone`` as UTC with
+    ``+00`` (Spark's cast would read text without an offset in its session's time zone)."""
+    if type_oid is None:
+        return f"NULL AS {ident(name)}"
+    if type_oid == TIMESTAMP_OID:
+        c = ident(name)  # the text a change of it has (Relation.values): the same key text either way
+        return f"CASE WHEN isfinite({c}) THEN {c}::text || '+00' ELSE {c}::text END AS {c}"
+    return ident(name)
 
 
 def relation(table_id: str) -> str:
@@ -253,9 +264,7 @@ def _changes_after(spec: Any, log: Any, window: Window, table: TableSchema, lo: 
             rel = relations.get(message.relation_oid)
             if rel is None or f"{spec.connection.database}.{rel.namespace}.{rel.name}" != table.table_id:
                 continue
-            names = [c.name for c in rel.columns]
-            old = dict(zip(names, message.old)) if message.old is not None else None
-            new = dict(zip(names, message.new)) if message.new is not None else None
+            old, new = rel.values(message.old), rel.values(message.new)
             if message.kind in ("U", "D") and message.old_kind != "O":
                 raise RuntimeFailure("RUNTIME.FAILED", {"detail": (
                     f"table {table.table_id}: a change at {lsn_text(tx.commit.end_lsn)} came without the whole "
@@ -412,10 +421,10 @@ def read_chunk(spec: Any, data: Any, log: Any, window: Window, shape: Any, table
                 continue
             where, params = _range_sql(table, lo, hi)
             with data.cursor() as cur:  # a planned column dropped since (schema.change.behavior = lenient): null
-                cur.execute("SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0 "
+                cur.execute("SELECT attname, atttypid FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0 "
                             "AND NOT attisdropped", (relation(table_id),))
-                present = {r[0] for r in cur.fetchall()}
-            columns = ", ".join(ident(n) if n in present else f"NULL AS {ident(n)}" for n in names)
+                present = dict(cur.fetchall())
+            columns = ", ".join(_select(n, present.get(n)) for n in names)
             skip = None
             if changed.rows:
                 skip = pa.array(["\x00".join(k) for k in changed.rows], pa.string())
