@@ -1493,6 +1493,12 @@ def bench_workers(b: Bench, rows: int, repeat: int) -> None:
 SOAK_TABLES = 3
 SOAK_MIN_FILES = 50  # the Delta sink's default compact_min_files
 SOAK_WINDOW = 50  # epochs averaged at each point (compactions included: a table compacts every ~50 epochs)
+# what the soak's new tables keep of their log and of replaced files (Delta's defaults for new tables, as a
+# job's env sets them: spark.databricks.delta.properties.defaults.*): half an hour of run stands for weeks, so
+# a minute stands for the days a production table keeps
+SOAK_RETENTION = "interval 1 minute"
+SOAK_CONF = {"spark.databricks.delta.properties.defaults.logRetentionDuration": SOAK_RETENTION,
+             "spark.databricks.delta.properties.defaults.deletedFileRetentionDuration": SOAK_RETENTION}
 
 
 def _soak_job(tables: int) -> str:
@@ -1645,7 +1651,11 @@ def render_soak(s: dict, command: str, facts: str) -> str:
         f"The job: FakeSource changes into {s['tables']} tables (20 per table per epoch: 30 % updates, 10 % deletes, "
         f"2,000 keys per table), a Delta upsert sink and a Delta change log (so {2 * s['tables']} targets), 100 ms "
         f"trigger, the engine's default maintenance (compaction at {SOAK_MIN_FILES} files per table; VACUUM every "
-        f"10 min with Delta's 7-day retention, so it removes nothing within the run). It ran in the benchmark's "
+        f"10 min; the expired log every half of the log retention, a minute at least); the tables keep "
+        f"`{SOAK_RETENTION}` of log and of replaced files (`delta.logRetentionDuration` and "
+        f"`delta.deletedFileRetentionDuration`, set as Delta's defaults for new tables, "
+        f"`spark.databricks.delta.properties.defaults.*`: the run's minutes stand for the weeks of a production job, "
+        f"whose tables keep days). It ran in the benchmark's "
         f"driver (default JIT). Epoch time: the mean gap between two committed epochs over {SOAK_WINDOW} epochs "
         f"(compactions included) ending at the point; the look at epoch {e} (GC, reads) is not in any gap. Heap: "
         f"used after two full GCs. Read: a full scan of all {2 * s['tables']} targets (count and a hash of every "
@@ -1800,7 +1810,7 @@ def main(argv: list[str] | None = None) -> int:
             p.error("--only soak runs alone (it writes its own section of RESULTS.md)")
         from streaming_engine.runtime.session import build_spark_session
 
-        spark = build_spark_session("bench-soak", conf={"spark.driver.memory": "4g"})
+        spark = build_spark_session("bench-soak", conf={"spark.driver.memory": "4g", **SOAK_CONF})
         soak = bench_soak(spark, args.soak_epochs)
         section = render_soak(soak, "python -m bench.run" + "".join(f" {a}" for a in argv), facts)
         print(section)

@@ -150,6 +150,37 @@ def last_vacuum_ms(spark: "SparkSession", location: str) -> int:
     return 0
 
 
+def log_retention_ms(spark: "SparkSession", location: str) -> int | None:
+    """How long the table keeps its log (``delta.logRetentionDuration``, 30
+    days unless the table says otherwise), from the state this driver read
+    last; None when there is no table or its expired log is never cleaned
+    (``delta.enableExpiredLogCleanup = false``)."""
+    log_ = _delta_log(spark, location)
+    snapshot = log_.unsafeVolatileSnapshot()
+    if snapshot.version() < 0 or not log_.enableExpiredLogCleanup(snapshot.metadata()):
+        return None
+    return int(log_.deltaRetentionMillis(snapshot.metadata()))
+
+
+def clean_expired_log(spark: "SparkSession", location: str) -> int:
+    """Delta's own cleanup of the table's expired log (``cleanUpExpiredLogs``:
+    commit, checksum and checkpoint files older than the table's
+    ``delta.logRetentionDuration`` and older than its newest checkpoint
+    before that age, so every version still in the retention stays
+    readable), with the age cut at the minute. Delta itself runs it after a
+    checkpoint with the age cut at midnight (UTC): a retention of an hour
+    kept up to a day of commits. Returns the number of log files removed."""
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    log_ = _delta_log(spark, location)
+    root = jvm.org.apache.hadoop.fs.Path(location.rstrip("/") + "/_delta_log")
+    fs = root.getFileSystem(spark._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
+    before = len(fs.listStatus(root))
+    minute = jvm_constant(jvm, "truncate-minute", lambda: getattr(
+        getattr(jvm.org.apache.spark.sql.delta, "TruncationGranularity$"), "MODULE$").MINUTE())
+    log_.cleanUpExpiredLogs(log_.update(False, _none(spark), _none(spark)), _none(spark), _none(spark), minute)
+    return before - len(fs.listStatus(root))
+
+
 def _txn(snapshot: Any, app_id: str) -> int:
     """The newest version ``app_id`` recorded in ``snapshot``: from the
     version's checksum file when it lists the table's transactions (Delta

@@ -56,7 +56,7 @@ class EpochCommitted(Event):
 @dataclass(frozen=True)
 class TableMaintained(Event):
     """A maintenance task ran between two epochs (``checkpoint/maintenance.py``):
-    ``task`` is "compact" or "vacuum"; ``files_after`` the table's files after
+    ``task`` is "compact", "vacuum" or "log" (expired log files removed); ``files_after`` the table's files after
     a compaction (-1 for a VACUUM)."""
 
     pipeline: str

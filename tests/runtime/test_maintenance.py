@@ -81,8 +81,52 @@ def test_tables_and_the_ledger_are_compacted_and_vacuumed_between_epochs(spark, 
     assert sorted((r.sink, r.table, r.epoch) for r in rows) == sorted(
         (s, t, e) for s in {r.sink for r in rows} for t in ("t0", "t1") for e in range(EPOCHS))
     done = [e for e in ran.events if isinstance(e, TableMaintained)]
-    assert {e.task for e in done} == {"compact", "vacuum"}
+    assert {"compact", "vacuum"} <= {e.task for e in done} <= {"compact", "vacuum", "log"}
     assert all(e.files_after >= 1 for e in done if e.task == "compact")
+
+
+def test_the_expired_log_goes_within_the_tables_retention_not_at_midnight(spark, run_job_text, tmp_path):
+    """A table that keeps an hour of log (``delta.logRetentionDuration``) loses the commits older than that at
+    the job's next look, not at the next midnight (Delta's own cleanup cuts the age at the day); versions from
+    its newest checkpoint before that age stay readable; a table with Delta's default (30 days) keeps them."""
+    import os
+
+    for t, props in (("short", "'delta.logRetentionDuration' = 'interval 1 hours', "
+                               "'delta.deletedFileRetentionDuration' = 'interval 1 hours', "), ("long", "")):
+        spark.sql(f"CREATE TABLE delta.`{tmp_path}/out/{t}` (id BIGINT, v DOUBLE) USING delta "
+                  f"TBLPROPERTIES ({props}'delta.checkpointInterval' = '3')")
+    job = """
+env { job.name = %s, job.mode = BATCH, maintenance.compact.min_files = 0, maintenance.vacuum.interval.seconds = 86400 }
+source { FakeSource { plugin_output = src, table-names = [short, long], rows.per.batch = 1,
+  schema = { fields { id = bigint, v = double } }, rows = [ %s ] } }
+sink { Delta { plugin_input = src, path = "${work}/out/${table_name}", compact_min_files = 0, vacuum_interval = "1d" } }
+"""
+    rows = ", ".join(f"{{ kind = INSERT, fields = [{i}, {i}.5] }}" for i in range(EPOCHS))
+    first = run_job_text(job % ("logs1", rows))
+    assert first.result.status == "FINISHED", first.result.error
+    versions = lambda t: sorted(int(f.name.split(".")[0]) for f in (tmp_path / "out" / t / "_delta_log").glob("*.json"))  # noqa: E731
+    assert versions("short") == versions("long") == list(range(EPOCHS + 1))
+    for t in ("short", "long"):  # what the first run wrote is three hours older now (in the same order)
+        for f in (tmp_path / "out" / t / "_delta_log").iterdir():
+            if f.is_file():
+                aged = f.stat().st_mtime - 3 * 3600
+                os.utime(f, (aged, aged))
+
+    second = run_job_text(job % ("logs2", rows))
+    assert second.result.status == "FINISHED", second.result.error
+    cleaned = [e for e in second.events if isinstance(e, TableMaintained) and e.task == "log"]
+    assert {e.table.rstrip("/").rsplit("/", 1)[-1] for e in cleaned} >= {"short", "long"}, cleaned
+    # short: the commits before its newest checkpoint older than an hour (version 9) are gone, checksums too
+    log = tmp_path / "out" / "short" / "_delta_log"
+    assert versions("short") == list(range(9, 2 * EPOCHS + 1)), versions("short")
+    assert not list(log.glob(f"{0:020d}.*")) and (log / f"{9:020d}.checkpoint.parquet").exists()
+    assert versions("long") == list(range(2 * EPOCHS + 1))  # Delta's 30 days
+    for t in ("short", "long"):  # every row, and time travel within the retention
+        df = spark.read.format("delta").load(str(tmp_path / "out" / t))
+        assert sorted((r.id, r.v) for r in df.collect()) == sorted([(i, i + 0.5) for i in range(EPOCHS)] * 2)
+        assert spark.read.format("delta").option("versionAsOf", 11).load(str(tmp_path / "out" / t)).count() == 11
+    # the long one still has every version's commit (its files are younger than its 7 days)
+    assert spark.read.format("delta").option("versionAsOf", 2).load(str(tmp_path / "out" / "long")).count() == 2
 
 
 def test_a_maintenance_error_is_a_warning_never_the_jobs(spark, caplog):
