@@ -32,6 +32,14 @@ a directory):
    (:func:`_recover`), which also removes staging of epochs that have a
    marker naming another directory.
 
+Markers stay for the newest :data:`KEEP_MARKERS` epochs of a table: every
+that many epochs the older ones are folded into ``<path>/_published/T-folded.json``
+(the newest folded epoch; written before they are removed), which counts as
+their markers: a driver claiming an epoch at or below it skips it, also one
+that created the epoch's marker anew after the fold removed it (it looks
+again after its claim). So ``_published`` holds at most twice that many
+files whatever the job's age, and :meth:`LocalFile.open` lists no more.
+
 Readers never see a partly written file; ``_staging`` and ``_published`` start
 with "_" so Spark (and the LocalFile source) ignore them. An epoch with no rows
 publishes no file, unless ``create_empty_file_when_no_data = true``: then one
@@ -126,6 +134,7 @@ log = logging.getLogger("streaming_engine.commit")
 # this driver's staging directories: two drivers of a job (a paused one woken up beside its successor)
 # never stage an epoch into the same directory; the epoch's marker, created once, says whose files count
 _DRIVER = uuid.uuid4().hex
+KEEP_MARKERS = 1000  # markers of a table's newest epochs kept; older ones are folded (see the module's doc)
 
 FORMATS = ("csv", "text", "json", "parquet", "orc", "xml")
 EXCEL = "excel files: no Spark data source for Excel ships with Spark; write csv (or parquet) instead"
@@ -413,7 +422,7 @@ class LocalFile(Sink):
             if ctx.batch_id < 0:
                 self._save_modes(root)
             _recover(root, tag)
-            out[table.table_id] = max(_epochs(os.path.join(root, "_published"), tag, ".json"), default=-1)
+            out[table.table_id] = max(_epochs(os.path.join(root, "_published"), tag, ".json"), default=_folded(root, tag))
         return out
 
     def _save_modes(self, root: str) -> None:
@@ -478,6 +487,8 @@ class LocalFile(Sink):
         tag = _tag(ctx.txn_app_id(table.table_id))
         name = f"{tag}-{ctx.batch_id:012d}"
         marker = os.path.join(root, "_published", f"{name}.json")
+        if ctx.batch_id <= _folded(root, tag):  # published long ago (a driver that far behind is a zombie)
+            return CommitRecord(ctx.sink_uid, table.table_id, target, 0, skipped=True)
         if os.path.exists(marker):  # published already (another driver of the job, or an attempt before a crash)
             claim = _read_json(marker)
             _publish(root, claim)  # what its publisher may not have moved yet
@@ -497,7 +508,12 @@ class LocalFile(Sink):
             log.warning("LocalFile: epoch published by another driver of the job: skipped",
                         extra={"table": table.table_id, "epoch": ctx.batch_id, "path": root})
             return CommitRecord(ctx.sink_uid, table.table_id, target, int(_read_json(marker)["rows"]), skipped=True)
+        if ctx.batch_id <= _folded(root, tag):  # its marker was folded after this driver looked: made anew, undone
+            os.remove(marker)
+            _drop_staging(staging)
+            return CommitRecord(ctx.sink_uid, table.table_id, target, 0, skipped=True)
         _publish(root, claim)
+        _fold(root, tag, ctx.batch_id)
         return CommitRecord(ctx.sink_uid, table.table_id, target, int(rows))
 
     # -- staging -------------------------------------------------------------
@@ -729,6 +745,9 @@ def _recover(root: str, tag: str) -> None:
         if m is None:
             continue
         epoch = int(m.group("epoch"))
+        if epoch <= _folded(root, tag):  # published long ago: a zombie's leftover
+            _drop_staging(os.path.join(directory, entry))
+            continue
         marker = os.path.join(root, "_published", f"{tag}-{epoch:012d}.json")
         manifest = os.path.join(directory, entry, "_MANIFEST.json")
         if m.group("attempt") is None and not os.path.exists(marker) and os.path.exists(manifest):
@@ -739,6 +758,33 @@ def _recover(root: str, tag: str) -> None:
             _publish(root, _read_json(marker))
         elif os.path.exists(marker):
             _drop_staging(os.path.join(directory, entry))
+
+
+def _folded(root: str, tag: str) -> int:
+    """The newest epoch whose marker was folded (-1: none)."""
+    path = os.path.join(root, "_published", f"{tag}-folded.json")
+    return int(_read_json(path)["epoch"]) if os.path.exists(path) else -1
+
+
+def _fold(root: str, tag: str, epoch: int) -> None:
+    """Every :data:`KEEP_MARKERS` epochs, fold the markers of the epochs at or below ``epoch -
+    KEEP_MARKERS``: the folded epoch is written first (atomically, never lower than before), then
+    the markers it covers are removed."""
+    upto = epoch - KEEP_MARKERS
+    if upto < 0 or epoch % KEEP_MARKERS or upto <= _folded(root, tag):
+        return
+    directory = os.path.join(root, "_published")
+    path = os.path.join(directory, f"{tag}-folded.json")
+    tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"epoch": upto}, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync(directory)
+    for e in _epochs(directory, tag, ".json"):
+        if e <= upto:
+            os.remove(os.path.join(directory, f"{tag}-{e:012d}.json"))
 
 
 def _epochs(directory: str, tag: str, suffix: str) -> list[int]:

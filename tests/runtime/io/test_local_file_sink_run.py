@@ -185,6 +185,46 @@ def test_a_crash_between_the_claim_and_the_moves_is_finished_by_the_next_start(s
     assert not (target / "_staging").exists()
 
 
+def test_old_markers_are_folded_and_a_zombie_of_a_folded_epoch_lands_nothing(spark, tmp_path, monkeypatch):
+    """Markers of all but the newest KEEP_MARKERS epochs fold into one file (so _published stays bounded over
+    thousands of epochs); a driver far behind, whose epoch's marker was folded, skips it: whether it looked
+    after the fold, or before it and created the marker anew (it looks again after its claim)."""
+    import sinks.local_file as lf
+    from streaming_engine.runtime import faults
+
+    monkeypatch.setattr(lf, "KEEP_MARKERS", 3)
+    target = tmp_path / "items"
+    sink = LocalFile(LocalFileSinkOptions.model_validate({"path": str(tmp_path / "${table_name}"), "file_format_type": "json"}))
+    ds = Dataset((T,))
+    tag = lf._tag("j.p.localfile.db.items")
+    _as_driver(monkeypatch, "a")
+    for e in range(8):
+        sink.write(_ctx(spark, e), {"db.items": _frame(spark, 2, offset=10 * e)}, ds)
+    markers = sorted(p.name for p in (target / "_published").iterdir())
+    assert markers == [f"{tag}-{e:012d}.json" for e in range(4, 8)] + [f"{tag}-folded.json"], markers  # folded at 6
+    assert sink.open(_ctx(spark, 8), ds) == {"db.items": 7}
+
+    _as_driver(monkeypatch, "z")  # a zombie at epoch 2 (folded): nothing
+    assert [(r.rows, r.skipped) for r in sink.write(_ctx(spark, 2), {"db.items": _frame(spark, 2, offset=900)}, ds)] == [(0, True)]
+
+    def live_driver_goes_on(point, epoch, sink_uid=None):  # a driver at epoch 10 staged it, then paused before its claim
+        if point == "sink_files_written" and epoch == 10 and not b_ran:
+            b_ran.append(True)
+            _as_driver(monkeypatch, "a")  # its successor publishes 8 to 15; at 15, epochs up to 12 fold
+            for e in range(8, 16):
+                sink.write(_ctx(spark, e), {"db.items": _frame(spark, 2, offset=10 * e)}, ds)
+            _as_driver(monkeypatch, "z")
+
+    b_ran: list = []
+    monkeypatch.setattr(faults, "maybe_crash", live_driver_goes_on)
+    late = sink.write(_ctx(spark, 10), {"db.items": _frame(spark, 2, offset=950)}, ds)  # its claim makes 10's marker anew
+    assert b_ran and [(r.rows, r.skipped) for r in late] == [(0, True)]
+    assert not (target / "_published" / f"{tag}-{10:012d}.json").exists() and not (target / "_staging").exists()
+    assert lf._folded(str(target), tag) == 12
+    assert sorted(r.id for r in spark.read.json(str(target)).collect()) == sorted(
+        10 * e + i for e in range(16) for i in range(2))  # every epoch once, nothing of the zombies'
+
+
 # -- SeaTunnel's options, through a job --------------------------------------------------------------
 
 OPTIONS = """
