@@ -581,6 +581,9 @@ public final class MultiTableMerge {
                     InternalRow row = it.next();
                     touched = changes.containsKey(keyOf.apply(row)) || cleared(t, row, truncatedAt);
                 }
+                while (it.hasNext()) {  // Spark's row-based Parquet reader closes its file only at the end (no
+                    it.next();          // task-completion listener): a file left half read stayed open for good
+                }
                 if (!touched) {
                     continue;
                 }
