@@ -1525,7 +1525,7 @@ def _rss_kb(pid: int) -> int:
     return 0
 
 
-def _class_histogram(pid: int, top: int = 60) -> dict[str, int]:
+def _class_histogram(pid: int, top: int = 400) -> dict[str, int]:
     """Bytes per class of the JVM's live objects (``jcmd GC.class_histogram``, the ``top`` biggest); {} without jcmd."""
     jcmd = Path(os.environ.get("JAVA_HOME", "/usr")) / "bin" / "jcmd"
     try:
@@ -1538,7 +1538,8 @@ def _class_histogram(pid: int, top: int = 60) -> dict[str, int]:
         parts = line.split()
         if len(parts) >= 4 and parts[0].endswith(":") and parts[2].isdigit():
             sizes[parts[3]] = int(parts[2])
-            if len(sizes) >= top:
+            sizes["#" + parts[3]] = int(parts[1])  # instances
+            if len(sizes) >= 2 * top:
                 break
     return sizes
 
@@ -1684,11 +1685,15 @@ def render_soak(s: dict, command: str, facts: str) -> str:
         "",
         f"Files per target at epoch {e}: {a['files']}; at epoch {n}: {b['files']}.",
     ]
-    grown = sorted(((b.get("classes", {}).get(c, 0) - a.get("classes", {}).get(c, 0), c) for c in b.get("classes", {})),
-                   reverse=True)[:12]
-    if grown:
+    def most_grown(instances: bool) -> list[tuple[int, str]]:
+        ca, cb = a.get("classes", {}), b.get("classes", {})
+        return sorted(((cb[c] - ca.get(c, 0), c.lstrip("#")) for c in cb if c.startswith("#") == instances),
+                      reverse=True)[:12]
+
+    if most_grown(False):
         lines += ["", f"Live heap by class (jcmd GC.class_histogram), the most grown between epoch {e} and {n}: "
-                  + ", ".join(f"{c} +{d / 2**20:.1f} MB" for d, c in grown if d > 0) + "."]
+                  + ", ".join(f"{c} +{d / 2**20:.1f} MB" for d, c in most_grown(False) if d > 0) + "; by instances: "
+                  + ", ".join(f"{c} +{d}" for d, c in most_grown(True) if d > 0) + "."]
     return "\n".join(lines) + "\n"
 
 
