@@ -32,8 +32,8 @@ a directory):
    (:func:`_recover`), which also removes staging of epochs that have a
    marker naming another directory.
 
-Markers stay for the newest :data:`KEEP_MARKERS` epochs of a table: every
-that many epochs the older ones are folded into ``<path>/_published/T-folded.json``
+Markers stay for the newest :data:`KEEP_MARKERS` epochs of a table: once the
+older ones span that many epochs they are folded into ``<path>/_published/T-folded.json``
 (the newest folded epoch; written before they are removed), which counts as
 their markers: a driver claiming an epoch at or below it skips it, also one
 that created the epoch's marker anew after the fold removed it (it looks
@@ -767,11 +767,12 @@ def _folded(root: str, tag: str) -> int:
 
 
 def _fold(root: str, tag: str, epoch: int) -> None:
-    """Every :data:`KEEP_MARKERS` epochs, fold the markers of the epochs at or below ``epoch -
-    KEEP_MARKERS``: the folded epoch is written first (atomically, never lower than before), then
-    the markers it covers are removed."""
+    """Once the markers older than the newest :data:`KEEP_MARKERS` epochs span that many epochs again,
+    fold them (those at or below ``epoch - KEEP_MARKERS``): the folded epoch is written first
+    (atomically, never lower than before), then the markers it covers are removed. (By distance, not
+    at multiples of KEEP_MARKERS: a table without rows in those epochs has no commit there.)"""
     upto = epoch - KEEP_MARKERS
-    if upto < 0 or epoch % KEEP_MARKERS or upto <= _folded(root, tag):
+    if upto < _folded(root, tag) + KEEP_MARKERS:
         return
     directory = os.path.join(root, "_published")
     path = os.path.join(directory, f"{tag}-folded.json")
