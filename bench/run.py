@@ -1493,6 +1493,7 @@ def bench_workers(b: Bench, rows: int, repeat: int) -> None:
 SOAK_TABLES = 3
 SOAK_MIN_FILES = 50  # the Delta sink's default compact_min_files
 SOAK_WINDOW = 50  # epochs averaged at each point (compactions included: a table compacts every ~50 epochs)
+SOAK_HEAP_LOOKS = 5  # epochs whose heap after GC is looked at, ending at each point (the smallest counts)
 # what the soak's new tables keep of their log and of replaced files (Delta's defaults for new tables, as a
 # job's env sets them: spark.databricks.delta.properties.defaults.*): half an hour of run stands for weeks, so
 # a minute stands for the days a production table keeps
@@ -1544,18 +1545,28 @@ def _class_histogram(pid: int, top: int = 400) -> dict[str, int]:
     return sizes
 
 
+def _heap_after_gc(spark) -> float:
+    """MB of the driver JVM's heap in use after Python's and two full JVM GCs
+    (Python's unreachable DataFrames hold JVM plans until py4j releases them)."""
+    import gc
+
+    gc.collect()
+    jvm = spark.sparkContext._jvm
+    for _ in range(2):
+        jvm.java.lang.System.gc()
+    rt = jvm.java.lang.Runtime.getRuntime()
+    return (rt.totalMemory() - rt.freeMemory()) / 2**20
+
+
 def _soak_point(spark, work: Path, tables: int) -> dict:
-    """What the soak looks at between two epochs: heap after a full GC, RSS of
-    the driver's JVM and Python, JVM threads, data files per table, and a full
-    read of every target (median of 3)."""
+    """What the soak looks at between two epochs: RSS of the driver's JVM and
+    Python, JVM threads, data files per table, and a full read of every target
+    (median of 3)."""
     from pyspark.sql import functions as F
 
     from streaming_engine.checkpoint import delta_log
 
     jvm = spark.sparkContext._jvm
-    for _ in range(2):
-        jvm.java.lang.System.gc()
-    rt = jvm.java.lang.Runtime.getRuntime()
     targets = [str(work / kind / f"t{i}") for kind in ("state", "log") for i in range(tables)]
     reads, loads = [], []
     for _ in range(3):
@@ -1570,7 +1581,6 @@ def _soak_point(spark, work: Path, tables: int) -> dict:
         "load_s": statistics.median(loads),
         "log_files": max(sum(1 for _ in Path(t, "_delta_log").iterdir()) for t in targets),
         "classes": _class_histogram(pid),
-        "heap_mb": (rt.totalMemory() - rt.freeMemory()) / 2**20,
         "jvm_rss_mb": _rss_kb(int(jvm.java.lang.ProcessHandle.current().pid())) / 1024,
         "py_rss_mb": _rss_kb(os.getpid()) / 1024,
         "jvm_threads": int(jvm.java.lang.management.ManagementFactory.getThreadMXBean().getThreadCount()),
@@ -1592,7 +1602,9 @@ def bench_soak(spark, epochs: int, tables: int = SOAK_TABLES) -> dict:
     early = min(100, epochs // 2)
     work = Path(tempfile.mkdtemp(prefix="soak-"))
     job = compile_text(_soak_job(tables), variables={"work": str(work)}, file="soak.conf")
-    stamps: list[float] = []
+    gaps: list[float] = []  # seconds between two committed epochs, the looks left out
+    last = [time.perf_counter()]
+    heaps: dict[int, float] = {}  # point -> the smallest heap after GC of the looks in its window
     points: dict[int, dict] = {}
     maintained: dict[str, int] = {}
     count = [0]
@@ -1603,14 +1615,20 @@ def bench_soak(spark, epochs: int, tables: int = SOAK_TABLES) -> dict:
             maintained[e.task] = maintained.get(e.task, 0) + 1
         if not isinstance(e, EpochCommitted):
             return
-        stamps.append(time.perf_counter())
+        gaps.append(time.perf_counter() - last[0])
         count[0] += 1
         n = count[0]
+        # the heap swings with what an epoch holds when looked at: each point is the smallest of the
+        # looks after the SOAK_HEAP_LOOKS epochs ending there, all inside the run (also the last)
+        point = next((p for p in (early, epochs) if p - SOAK_HEAP_LOOKS < n <= p), None)
+        if point is not None:
+            heap = _heap_after_gc(spark)
+            heaps[point] = min(heap, heaps.get(point, heap))
         if n == early:
             points[n] = _soak_point(spark, work, tables)
-            stamps.append(time.perf_counter())  # the next gap starts after the look
         if n % 100 == 0 or n == early:
             print(f"   soak: epoch {n}/{epochs}, {time.perf_counter() - began:.0f} s", flush=True)
+        last[0] = time.perf_counter()  # the next gap starts after the look
 
     bus = EventBus()
     bus.subscribe(look)
@@ -1619,9 +1637,9 @@ def bench_soak(spark, epochs: int, tables: int = SOAK_TABLES) -> dict:
         if result.status not in ("FINISHED", "CANCELED"):
             raise RuntimeError(f"the soak job ended {result.status}: {result.error}")
         points[epochs] = _soak_point(spark, work, tables)
-        # the gaps between EpochCommitted events, without the one that held the look at `early`
-        gaps = [b - a for a, b in zip(stamps, stamps[1:])]
-        at_early = gaps[max(0, early - 1 - SOAK_WINDOW):early - 1]
+        for p, heap in heaps.items():
+            points[p]["heap_mb"] = heap
+        at_early = gaps[max(0, early - SOAK_WINDOW):early]
         at_end = gaps[-SOAK_WINDOW:]
         logged = sum(r["total_rows"] for r in result.committed if "/log/" in r["target"])
         read_back = sum(spark.read.format("delta").load(str(work / "log" / f"t{i}")).count() for i in range(tables))
@@ -1659,8 +1677,9 @@ def render_soak(s: dict, command: str, facts: str) -> str:
         f"`spark.databricks.delta.properties.defaults.*`: the run's minutes stand for the weeks of a production job, "
         f"whose tables keep days). It ran in the benchmark's "
         f"driver (default JIT). Epoch time: the mean gap between two committed epochs over {SOAK_WINDOW} epochs "
-        f"(compactions included) ending at the point; the look at epoch {e} (GC, reads) is not in any gap. Heap: "
-        f"used after two full GCs. Read: a full scan of all {2 * s['tables']} targets (count and a hash of every "
+        f"(compactions included) ending at the point; the looks (GC, reads) are not in any gap. Heap: "
+        f"used after Python's gc and two full JVM GCs, the smallest of the looks after each of the "
+        f"{SOAK_HEAP_LOOKS} epochs ending at the point, all inside the run. Read: a full scan of all {2 * s['tables']} targets (count and a hash of every "
         f"column), median of 3. Maintenance tasks run: {s['maintained'] or 'none'}. The change logs hold the "
         f"{s['rows']} rows the run committed.",
         "",
