@@ -289,6 +289,9 @@ def decode(source: "Kafka", raw: "DataFrame", tables: tuple[TableSchema, ...], u
         typed[t.table_id] = values
         errors.append(F.when(mine_ & F.col("__err").isNull() & ~F.col(rows.KIND).eqNullSafe(rows.TRUNCATE), bad))
     df = df.withColumn("__err", F.coalesce(*errors))
+    for t, r in zip(tables, mine):
+        if r.format == "debezium_json" and r.schema_changes != "ignore":
+            df = df.where(_schema_check(t, r.schema_changes, image, where))
     ways = source.error_ways()
     way = None  # a record's table decides; a record of no table: the source's way
     for r in mine if len(ways) > 1 else ():
@@ -398,18 +401,23 @@ def _debezium(source: "Kafka", df: "DataFrame", mine: list["Route"], dbz: Any) -
     by_topic = [r for r in mine if r.by_topic]
     include = _by_topic([r for r in by_topic if r.format == "debezium_json"], lambda r: r.include_schema,
                         o.debezium_record_include_schema)
+    schema = StructField("schema", StringType())  # the event's own schema (its text: read for schema changes)
     if include is True:
-        parsed = _from_json(F.col("__v"), StructType([StructField("payload", body), StructField(_CORRUPT, StringType())]))
-        e = parsed["payload"]
+        parsed = _from_json(F.col("__v"), StructType([schema, StructField("payload", body),
+                                                      StructField(_CORRUPT, StringType())]))
+        e, event_schema = parsed["payload"], parsed["schema"]
     elif include is False:
         parsed = _from_json(F.col("__v"), StructType([*body.fields, StructField(_CORRUPT, StringType())]))
-        e = parsed
+        e, event_schema = parsed, F.lit(None).cast("string")
     else:  # items of tables_configs differ: both shapes, each record read as its topic's item says
-        parsed = _from_json(F.col("__v"), StructType([StructField("payload", body), *body.fields,
+        parsed = _from_json(F.col("__v"), StructType([schema, StructField("payload", body), *body.fields,
                                                       StructField(_CORRUPT, StringType())]))
         e = F.when(include, parsed["payload"]).otherwise(F.struct(*[parsed[f.name].alias(f.name) for f in body.fields]))
+        event_schema = F.when(include, parsed["schema"])
     is_dbz = F.lit(dbz == "debezium_json") if isinstance(dbz, str) else dbz == F.lit("debezium_json")
     df = df.withColumn("__dbz", is_dbz).withColumn("__e", F.when(F.col("__dbz") & parsed[_CORRUPT].isNull(), e))
+    if any(r.format == "debezium_json" and r.schema_changes != "ignore" for r in mine):
+        df = df.withColumn("__schema", F.when(F.col("__e").isNotNull(), event_schema))
     s = F.col("__e.source")
     op = F.col("__e.op")
     # the records of an item's own topics are its table's (narrowed by its table filter); the others go by source block
@@ -472,6 +480,86 @@ def _debezium(source: "Kafka", df: "DataFrame", mine: list["Route"], dbz: Any) -
     df = df.withColumn("__c", F.explode(changes))
     df = df.withColumn(rows.KIND, F.col("__c.k"))
     return df, F.col("__c.img")
+
+
+# Debezium's JSON converter schema: the envelope's fields, "after" among them with the table's columns
+_EVENT_SCHEMA = ("struct<fields: array<struct<field: string, fields: array<struct<field: string, type: string, "
+                 "name: string>>>>>")
+# Kafka Connect types -> the engine's; logical types (a schema name) only where the decoder reads them
+_CONNECT_TYPES = {"int8": "tinyint", "int16": "smallint", "int32": "int", "int64": "bigint", "float32": "float",
+                  "float64": "double", "boolean": "boolean", "string": "string", "bytes": "binary"}
+_LOGICAL_TYPES = {"io.debezium.time.Date": "date", "io.debezium.time.MicroTimestamp": "timestamp",
+                  "io.debezium.time.ZonedTimestamp": "timestamp"}
+_PLAIN_LOGICAL = ("io.debezium.data.Json", "io.debezium.data.Uuid", "io.debezium.data.Xml", "io.debezium.data.Enum",
+                  "io.debezium.data.EnumSet")
+
+
+def _connect_type(field: "Column") -> "Column":
+    """The engine's type of a field of a Debezium event schema; null for one the decoder cannot read (a
+    logical type such as Kafka Connect's Decimal as bytes: Debezium's decimal.handling.mode = string reads)."""
+    from pyspark.sql import functions as F
+
+    name, kind = field["name"], field["type"]
+    out = None
+    for logical, engine in _LOGICAL_TYPES.items():
+        out = F.when(name == F.lit(logical), F.lit(engine)) if out is None else out.when(name == F.lit(logical), F.lit(engine))
+    assert out is not None
+    out = out.when(name.isNotNull() & ~name.isin(*_PLAIN_LOGICAL), F.lit(None).cast("string"))
+    for connect, engine in _CONNECT_TYPES.items():
+        out = out.when(kind == F.lit(connect), F.lit(engine))
+    return out
+
+
+def _schema_check(table: TableSchema, behavior: str, image: "Column", where: "Column") -> "Column":
+    """A filter that keeps every row and raises for the first change of ``table`` (an insert or an
+    update's new row) whose image has other columns than the planned ones: under exception
+    ``[SCHEMA.CHANGED]`` naming the columns added and dropped; under lenient, for added columns,
+    ``[RUNTIME.SCHEMA_CHANGED]`` with their names and the types of the event's schema (the runner
+    plans the pipeline again with them: ``restart.found_columns``); a dropped column stays, null."""
+
+    from pyspark.sql import functions as F
+
+    keys = F.json_object_keys(image)
+    declared = F.array(*[F.lit(c.name) for c in table.columns])
+    added, dropped = F.array_except(keys, declared), F.array_except(declared, keys)
+    applies = ((F.col(rows.TABLE) == F.lit(table.table_id)) & F.col("__err").isNull()
+               & F.col(rows.KIND).isin(rows.INSERT, rows.UPDATE_AFTER))
+    said = F.concat(F.lit(" ("), F.regexp_replace(where, ": $", ""), F.lit(")"))
+    tid = table.table_id
+    if behavior == "exception":
+        changed = applies & ((F.size(added) > 0) | (F.size(dropped) > 0))
+        error = F.concat(
+            F.lit(f"[SCHEMA.CHANGED] table {tid} changed while the job ran: its Debezium event has columns "),
+            F.concat_ws("; ", F.when(F.size(added) > 0, F.concat(F.lit("added: "), F.array_join(added, ", "))),
+                        F.when(F.size(dropped) > 0, F.concat(F.lit("dropped: "), F.array_join(dropped, ", ")))),
+            said, F.lit("; schema.change.behavior = exception stops the job: set lenient (new columns reach the sinks; "
+                        "needs debezium_record_include_schema) or ignore (the declared columns only), or declare the "
+                        "columns in the table's schema"))
+        return F.when(changed, F.raise_error(error)).otherwise(F.lit(True))
+    after = F.filter(F.from_json(F.col("__schema"), _EVENT_SCHEMA)["fields"], lambda f: f["field"] == F.lit("after"))
+    found = F.transform(F.filter(F.element_at(after, 1)["fields"], lambda f: F.array_contains(added, f["field"])),
+                        lambda f: F.struct(f["field"].alias("name"), _connect_type(f).alias("type"),
+                                           F.concat_ws(" ", f["type"], f["name"]).alias("debezium")))
+    unmapped = F.filter(found, lambda f: f["type"].isNull())
+    listed = F.array_join(F.transform(found, lambda f: F.concat(f["name"], F.lit(" ("), f["type"], F.lit(")"))), ", ")
+    refused = F.concat(
+        F.lit(f"[SCHEMA.CHANGED] table {tid} has new columns the engine cannot read from Debezium events: "),
+        F.array_join(F.transform(unmapped, lambda f: F.concat(f["name"], F.lit(" (Debezium type "), f["debezium"],
+                                                             F.lit(")"))), ", "),
+        said, F.lit("; a decimal needs Debezium's decimal.handling.mode = string, a time its time.precision.mode = "
+                    "adaptive_time_microseconds; or set the table's schema.change.behavior = ignore"))
+    replan = F.concat(
+        F.lit(f"[RUNTIME.SCHEMA_CHANGED] table {tid} has new columns "), listed, said,
+        F.lit("; the pipeline is planned again to read them [columns "),
+        F.to_json(F.create_map(F.lit(tid), F.transform(found, lambda f: F.array(f["name"], f["type"])))), F.lit("]"))
+    changed = applies & (F.size(added) > 0)
+    missing = F.size(found) < F.size(added)  # a field without a schema entry: no type to read it as
+    return F.when(changed, F.raise_error(
+        F.when(missing | (F.size(unmapped) > 0), F.when(missing, F.concat(
+            F.lit(f"[SCHEMA.CHANGED] table {tid} has new columns "), F.array_join(added, ", "), said,
+            F.lit(" but its event carries no schema for them (debezium_record_include_schema: Debezium's JSON "
+                  "converter with schemas.enable = true)"))).otherwise(refused)).otherwise(replan)
+    )).otherwise(F.lit(True))
 
 
 def _matches(table_id: str, source: "Column") -> "Column":

@@ -17,7 +17,7 @@ Table id of a source without an explicit table (see :func:`table_id`):
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -25,6 +25,18 @@ from streaming_engine.errors import SchemaError, render
 from streaming_engine.schema import Column, TableSchema, normalize_type, split_top
 
 DEFAULT_TABLE_ID = "default"
+
+# Flink CDC's schema.change.behavior values (CDC sources: what a table's changed columns do to a running job)
+SchemaChangeBehavior = Literal["lenient", "exception", "ignore", "evolve", "try_evolve"]
+
+
+def check_schema_change_behavior(v: str | None, where: str) -> str | None:
+    """``v`` as given; evolve and try_evolve are refused with the reason."""
+    if v in ("evolve", "try_evolve"):
+        raise ValueError(f"{where} = {v}: drops and renames reach Delta only through column mapping "
+                         "(delta.columnMapping.mode = name), which the engine's writers do not handle yet; set "
+                         "lenient (new columns reach the sinks, dropped ones stay), exception or ignore")
+    return v
 
 _VECTOR_TYPES = {"float_vector", "float16_vector", "bfloat16_vector", "binary_vector", "sparse_float_vector"}
 _TABLE_PART = re.compile(r"^[^.\s]+$")

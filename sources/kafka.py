@@ -84,6 +84,20 @@ silently), ``apply`` (a TRUNCATE control row at the event's ``__seq``: the
 sink clears the table of every older row; the planner accepts it only where
 the rows reach a sink that applies truncates without a transform between) or
 ``ignore`` (dropped: the target keeps the rows the source deleted).
+
+Schema changes (Debezium sends no DDL; a table's changed columns show in its
+events): ``schema.change.behavior`` (Flink CDC's names; per tables_configs
+item too) compares the columns of each insert's and update's new row with
+the table's declared ones. ``ignore`` (default here, unlike Postgres-CDC: a
+declared schema is often a subset on purpose) reads the declared columns;
+``exception`` fails the job naming the columns added and dropped and the
+record; ``lenient`` plans the pipeline again with the added columns, typed
+from the event's schema (so it needs ``debezium_record_include_schema``;
+Kafka Connect's int8..int64, float32/64, boolean, string, bytes, and
+Debezium's Date, MicroTimestamp and ZonedTimestamp; another logical type is
+an error naming it), and the Delta sinks add them; the epoch in flight is
+read again with them, and the checkpoint keeps them for later runs. A
+dropped column stays, null from then on.
 """
 
 from __future__ import annotations
@@ -94,7 +108,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from sources._schema_options import SchemaBlock, flatten_dotted, table_id
+from sources._schema_options import (SchemaBlock, SchemaChangeBehavior, check_schema_change_behavior,
+                                     flatten_dotted, table_id)
 from streaming_engine.plugins.base import Source, SourceOptions, refused
 from streaming_engine.config.keys import dotted_map
 from streaming_engine.plugins.registry import register
@@ -195,6 +210,9 @@ class KafkaTableConfig(BaseModel):
     debezium_record_table_filter: TableFilter | None = Field(
         None, description="debezium_json: keep only this table's events of the item's topic."
     )
+    schema_change_behavior: SchemaChangeBehavior | None = Field(
+        None, alias="schema.change.behavior", description="debezium_json: this table's schema.change.behavior "
+        "(the source's if unset).")
     schema_: SchemaBlock | None = Field(
         None, alias="schema", description='The table: schema { table = "db.table", fields { ... } } (no schema: '
         "one column content, the record's text; no table: the topic's name).",
@@ -314,6 +332,13 @@ class KafkaSourceOptions(SourceOptions):
     max_offsets_per_trigger: int | None = Field(
         None, ge=1, description="At most this many records per micro-batch (Spark's maxOffsetsPerTrigger)."
     )
+    schema_change_behavior: SchemaChangeBehavior = Field(
+        "ignore", alias="schema.change.behavior",
+        description="debezium_json: an event whose table has other columns than the declared ones (Flink CDC's "
+        "names): ignore (default: the declared columns only, as a declared subset means), exception (the job fails "
+        "naming the columns added or dropped and the record), lenient (columns beyond the declared ones reach the "
+        "sinks with the types of the event's schema, the pipeline planned again; needs "
+        "debezium_record_include_schema). evolve/try_evolve: refused.")
 
     _fmt = field_validator("format", mode="before")(lambda cls, v: _format(v))
 
@@ -398,7 +423,28 @@ class KafkaSourceOptions(SourceOptions):
             self.of(t, "format") == "debezium_json" for t in self.tables_configs or ()
         ):
             raise ValueError("debezium_record_table_filter only applies to format = debezium_json")
+        self._schema_changes()
         return self
+
+    def _schema_changes(self) -> None:
+        """schema.change.behavior: Debezium events only; lenient takes the new columns' types from the events'
+        schema, so it needs them to carry one."""
+        items: list[KafkaTableConfig | None] = list(self.tables_configs or [None])
+        for item in items:
+            behavior = self.of(item, "schema_change_behavior")
+            where = f"tables_configs item {item.table!r}: " if item is not None else ""
+            check_schema_change_behavior(behavior, f"{where}schema.change.behavior")
+            if behavior == "ignore":
+                continue
+            if self.of(item, "format") != "debezium_json":
+                if item is not None and item.schema_change_behavior is None:
+                    continue  # the source's setting is for its Debezium tables
+                raise ValueError(f"{where}schema.change.behavior = {behavior} applies to format = debezium_json only "
+                                 "(json and text records carry no schema to compare)")
+            if behavior == "lenient" and not self.of(item, "debezium_record_include_schema"):
+                raise ValueError(f"{where}schema.change.behavior = lenient takes a new column's type from the event's "
+                                 "schema: set debezium_record_include_schema = true (Debezium's JSON converter with "
+                                 "schemas.enable), or use exception")
 
     def _shared_topics(self) -> None:
         """Items naming the same topic: SeaTunnel keys its items by topic, so one
@@ -444,6 +490,7 @@ class Route:
     start_mode: str
     start_offsets: dict[str, int] | None
     start_timestamp: int | None
+    schema_changes: str = "ignore"  # debezium_json: schema.change.behavior
 
     @property
     def by_topic(self) -> bool:
@@ -557,6 +604,7 @@ class Kafka(Source):
                 delimiter=o.of(cfg, "field_delimiter"), table_filter=o.of(cfg, "debezium_record_table_filter"),
                 consumer_group=o.of(cfg, "consumer_group"), start_mode=o.of(cfg, "start_mode"),
                 start_offsets=o.of(cfg, "start_mode_offsets"), start_timestamp=o.of(cfg, "start_mode_timestamp"),
+                schema_changes=o.of(cfg, "schema_change_behavior") if fmt == "debezium_json" else "ignore",
             ))
         return out
 
@@ -571,6 +619,23 @@ class Kafka(Source):
             fmt = o.of(cfg, "format")
             out.append(replace(block.to_table(tid), truncates=fmt == "debezium_json" and o.truncate_events == "apply"))
         return Dataset(tuple(out))
+
+    def output_after(self, planned: Dataset) -> Dataset:
+        """Planned again for a schema change (or a restart of a job that went through one): a table under
+        lenient keeps the columns it was planned with beyond the declared ones (those its events brought:
+        the runner adds them to ``planned``), after the declared ones; the others read the declared columns."""
+        from dataclasses import replace
+
+        now = self.output()
+        lenient = {r.table for r in self.routes() if r.schema_changes == "lenient"}
+        before = {t.table_id: t for t in planned.tables}
+        tables = []
+        for t in now.tables:
+            old = before.get(t.table_id)
+            names = set(t.names)
+            extra = tuple(c for c in old.columns if c.name not in names) if old is not None and t.table_id in lenient else ()
+            tables.append(replace(t, columns=t.columns + extra) if extra else t)
+        return Dataset(tuple(tables))
 
     def unclaimed_records(self) -> bool:
         """Records may come from topics no tables_configs item names (the source's own ``topic``)."""
@@ -593,6 +658,7 @@ class Kafka(Source):
         for r in self.routes():
             own = [f"start {r.start_mode}"] if r.by_topic and r.start_mode != o.start_mode else []
             own += [errors[r.way]] if r.way != o.format_error_handle_way else []
+            own += [f"schema changes: {r.schema_changes}"] if r.schema_changes != "ignore" else []
             extra = f" [{', '.join(own)}]" if own else ""
             where = f"{'pattern ' if r.pattern else 'topic '}{r.pattern or ','.join(r.topics)}" if r.by_topic else ""
             if r.format == "debezium_json":

@@ -55,6 +55,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from sources._schema_options import SchemaChangeBehavior, check_schema_change_behavior
 from streaming_engine.errors import SchemaError
 from streaming_engine.plugins.base import Source, SourceOptions, refused
 from streaming_engine.plugins.registry import register
@@ -63,17 +64,6 @@ from streaming_engine.schema import Dataset
 _EXACT_CHUNKS = ("Accepted: chunks are cut at every snapshot.split.size-th key (an index scan), so neither a "
                  "distribution factor nor sampling is needed.")
 NO_DEBEZIUM = "this engine reads the slot itself (pgoutput); there is no Debezium engine to pass properties to"
-
-
-SchemaChangeBehavior = Literal["lenient", "exception", "ignore", "evolve", "try_evolve"]
-_NO_EVOLVE = ("drops and renames reach Delta only through column mapping (delta.columnMapping.mode = name), "
-              "which the engine's writers do not handle yet; lenient adds new columns and keeps dropped ones")
-
-
-def _behavior(v: str | None, where: str) -> str | None:
-    if v in ("evolve", "try_evolve"):
-        raise ValueError(f"{where} = {v}: {_NO_EVOLVE}; set lenient, exception or ignore")
-    return v
 
 
 class TableNameConfig(BaseModel):
@@ -90,7 +80,7 @@ class TableNameConfig(BaseModel):
 
     @model_validator(mode="after")
     def _split_column(self) -> "TableNameConfig":
-        _behavior(self.schema_change_behavior, f"schema.change.behavior of {self.table!r}")
+        check_schema_change_behavior(self.schema_change_behavior, f"schema.change.behavior of {self.table!r}")
         if self.snapshotSplitColumn is not None:
             raise ValueError(f"snapshotSplitColumn of {self.table!r}: the snapshot cuts chunks by the table's key "
                              "(primaryKeys here for a table without one); remove snapshotSplitColumn")
@@ -163,7 +153,7 @@ class PostgresCdcOptions(SourceOptions):
                 "startup.mode = initial (the tables as they are, then their changes) or latest (changes from now)")
         if self.slot_name is not None:
             check_slot_name(self.slot_name)
-        _behavior(self.schema_change_behavior, "schema.change.behavior")
+        check_schema_change_behavior(self.schema_change_behavior, "schema.change.behavior")
         listed = set(self.table_names)
         for item in self.table_names_config or ():
             if item.schema_change_behavior is not None and item.table not in listed:

@@ -242,6 +242,16 @@ class Dataset:
                 return t
         raise SchemaError("SCHEMA.INVALID", {"detail": f"no table {table_id!r}; tables: {', '.join(self.table_ids)}"})
 
+    def with_found(self, found: "dict[str, list[tuple[str, str]]]") -> "Dataset":
+        """This dataset with the (name, type) columns ``found`` names per table added where missing
+        (nullable, after the table's own): what a source reported seeing in its records."""
+        tables = []
+        for t in self.tables:
+            names = set(t.names)
+            extra = tuple(Column(n, normalize_type(ty), True) for n, ty in found.get(t.table_id, ()) if n not in names)
+            tables.append(replace(t, columns=t.columns + extra) if extra else t)
+        return Dataset(tuple(tables))
+
     def to_dict(self) -> list[dict[str, Any]]:
         return [t.to_dict() for t in self.tables]
 

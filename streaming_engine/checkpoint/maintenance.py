@@ -4,7 +4,10 @@ tables a pipeline writes, between its epochs, on the pipeline's own thread.
 Every epoch adds at least one file per table per sink; a job of weeks would
 leave millions. After an epoch is committed everywhere (all sinks and the
 ledger), :meth:`Maintenance.after_epoch` runs AT MOST ONE task, so no epoch
-waits for more than one table's work:
+waits for more than one table's work: a compaction first, then a VACUUM,
+then a log cleanup, except that a task due for ``PATIENCE`` (5) epochs in a
+row goes first (a pipeline of more tables than ``compact_min_files`` has a
+compaction due at every epoch, and its VACUUMs still run):
 
 - **compaction** of a table once at least ``compact_min_files`` files were
   added since its last compaction (the most overdue first): Delta's own OPTIMIZE
@@ -63,6 +66,7 @@ log = logging.getLogger("streaming_engine.maintenance")
 # of up to MAX. Set on the pipeline's own session, read only by OPTIMIZE.
 MIN_FILE_SIZE = 64 * 1024 * 1024
 MAX_FILE_SIZE = 128 * 1024 * 1024
+PATIENCE = 5  # epochs a due task waits for a higher-priority kind at most
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,7 @@ class Maintenance:
         self.tables: dict[str, _Table] = {}
         self.on_done = on_done  # callable(kind, location, seconds, detail) after each task (events, tests)
         self.epochs = 0
+        self._waiting: dict[str, int] = {}  # per kind: the epochs in a row it was due and another ran
 
     def add(self, location: str, policy: Policy) -> None:
         if policy.compact_min_files or policy.vacuum_interval_ms:
@@ -135,14 +140,36 @@ class Maintenance:
         return kind
 
     def _due(self) -> tuple[str, _Table] | None:
+        """The task to run now: compaction before VACUUM before the log
+        cleanup, except that a kind due for ``PATIENCE`` epochs in a row goes
+        first (a pipeline of more tables than ``compact_min_files`` has a
+        compaction due at every epoch; its VACUUMs still run)."""
+        tasks = {kind: find() for kind, find in (("compact", self._compact_due), ("vacuum", self._vacuum_due),
+                                                 ("log", self._log_due))}
+        due = [k for k in tasks if tasks[k] is not None]
+        for k in tasks:
+            self._waiting[k] = self._waiting.get(k, 0) + 1 if k in due else 0
+        if not due:
+            return None
+        waited = max(due, key=lambda k: self._waiting[k])
+        kind = waited if self._waiting[waited] > PATIENCE else due[0]
+        self._waiting[kind] = 0
+        self._looking = tasks[kind]
+        return kind, tasks[kind]
+
+    def _compact_due(self) -> _Table | None:
         looked = [t for t in self.tables.values() if t.policy.compact_min_files and t.look_at <= self.epochs]
-        if looked:
-            t = self._looking = min(looked, key=lambda t: t.look_at)
-            files = _files(self.spark, t.location)
-            missing = t.policy.compact_min_files if files is None else t.files_after + t.policy.compact_min_files - files
-            if missing <= 0:
-                return "compact", t
-            t.look_at = self.epochs + missing
+        if not looked:
+            return None
+        t = self._looking = min(looked, key=lambda t: t.look_at)
+        files = _files(self.spark, t.location)
+        missing = t.policy.compact_min_files if files is None else t.files_after + t.policy.compact_min_files - files
+        if missing <= 0:
+            return t
+        t.look_at = self.epochs + missing
+        return None
+
+    def _vacuum_due(self) -> _Table | None:
         now = time.time()
         unread = [t for t in self.tables.values() if t.policy.vacuum_interval_ms and t.vacuumed is None]
         if unread:  # one table's last VACUUM read per epoch (a file's time; no table yet: from now on)
@@ -151,18 +178,24 @@ class Maintenance:
             t.vacuumed = delta_log.last_vacuum_ms(self.spark, t.location) / 1000 if exists else now
         overdue = [t for t in self.tables.values() if t.policy.vacuum_interval_ms and t.vacuumed is not None
                    and (now - t.vacuumed) * 1000 >= t.policy.vacuum_interval_ms]
-        if overdue:
-            t = self._looking = min(overdue, key=lambda t: t.vacuumed or 0.0)
-            if _files(self.spark, t.location) is not None:
-                return "vacuum", t
-            t.vacuumed = now  # no table (yet)
+        if not overdue:
+            return None
+        t = self._looking = min(overdue, key=lambda t: t.vacuumed or 0.0)
+        if _files(self.spark, t.location) is not None:
+            return t
+        t.vacuumed = now  # no table (yet)
+        return None
+
+    def _log_due(self) -> _Table | None:
+        now = time.time()
         logs = [t for t in self.tables.values() if t.log_cleaned is None
                 or t.log_every_s and now - t.log_cleaned >= t.log_every_s]
-        if logs:
-            t = self._looking = min(logs, key=lambda t: t.log_cleaned or 0.0)
-            if _files(self.spark, t.location) is not None:
-                return "log", t
-            t.log_cleaned, t.log_every_s = now, 60.0  # no table (yet): look again in a minute
+        if not logs:
+            return None
+        t = self._looking = min(logs, key=lambda t: t.log_cleaned or 0.0)
+        if _files(self.spark, t.location) is not None:
+            return t
+        t.log_cleaned, t.log_every_s = now, 60.0  # no table (yet): look again in a minute
         return None
 
     def _compact(self, table: _Table) -> dict[str, Any]:

@@ -63,6 +63,25 @@ def replan_requested(message: str) -> bool:
     return SCHEMA_CHANGED in _CONDITION.findall(message)
 
 
+def found_columns(message: str) -> dict[str, list[tuple[str, str]]]:
+    """The columns a source found in its records with a schema-change report, by table id: the
+    ``[columns {"<table>": [["<name>", "<type>"], ...]}]`` it ends with (a source whose records carry
+    their schema, e.g. Debezium events; a source that reads its catalog again names none)."""
+    import json
+
+    at = message.rfind("[columns {")
+    if at < 0:
+        return {}
+    try:
+        found, _ = json.JSONDecoder().raw_decode(message, at + len("[columns "))
+    except ValueError:
+        return {}
+    if not isinstance(found, dict):
+        return {}
+    return {str(t): [(str(c[0]), str(c[1])) for c in cols if isinstance(c, list) and len(c) == 2]
+            for t, cols in found.items() if isinstance(cols, list)}
+
+
 def retriable(message: str, job_name: str = "") -> bool:
     """Whether a restart may heal the failure ``message`` (a pipeline's error
     text). The job's name is left out of the look: a job called ``CONFIG.x``

@@ -314,8 +314,10 @@ def _replan(bus: EventBus, item: _Running, message: str) -> bool:
     r = item.runner
     assert item.job is not None
     before = {t.table_id: {c.name: c.type for c in t.columns} for t in r.combined_dataset().tables}
+    found = restart.found_columns(message)  # columns the source saw in its records (it has no catalog to read)
+    planned = {v.id: v.schema.with_found(found) for v in item.job.dag.vertices if v.kind == "source"}
     try:
-        job = item.job.recompile()
+        job = item.job.recompile(planned)
     except EngineError as e:
         text = f"{message}; planning the job again for the change failed: {e}"
         bus.publish(PipelineFailed(r.dag.job_name, r.pipeline.key, item.attempt, text, None))

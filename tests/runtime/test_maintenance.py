@@ -142,3 +142,27 @@ def test_a_maintenance_error_is_a_warning_never_the_jobs(spark, caplog):
         assert m.after_epoch() is None and m.after_epoch() is None
     failed = [r for r in caplog.records if r.getMessage().startswith("table maintenance failed")]
     assert len(failed) == 2 and all(r.table == "nosuchfs://bucket/table" for r in failed), failed
+
+
+def test_vacuum_and_the_log_get_their_turns_when_a_compaction_is_due_at_every_epoch(spark, tmp_path):
+    """A pipeline of more tables than ``compact_min_files`` has a compaction due
+    at every epoch; one task an epoch, compaction first, but a task due for
+    PATIENCE epochs in a row goes first, so its tables are still vacuumed and
+    their expired log cleaned (before, only compactions ran)."""
+    from streaming_engine.checkpoint.maintenance import PATIENCE, Maintenance, Policy
+
+    tables = [str(tmp_path / f"t{i}") for i in range(3)]
+    ran: list[tuple[str, str]] = []
+    m = Maintenance(spark, on_done=lambda kind, location, seconds, detail: ran.append((kind, location)))
+    for t in tables:
+        spark.range(1).write.format("delta").save(t)
+        m.add(t, Policy(compact_min_files=1, vacuum_interval_ms=1))
+    kinds = []
+    for epoch in range(3 * (PATIENCE + 1)):
+        for t in tables:  # every epoch adds a file to every table: each is due for compaction
+            spark.range(epoch, epoch + 1).write.format("delta").mode("append").save(t)
+        kinds.append(m.after_epoch())
+    assert kinds[:PATIENCE] == ["compact"] * PATIENCE, kinds  # first the most pressing kind
+    assert kinds.count("vacuum") >= 2 and kinds.count("log") >= 2, kinds  # then the others, in turn
+    assert kinds.count("compact") >= 2 * len(kinds) // 3 and kinds.count(None) == 0, kinds
+    assert {loc for kind, loc in ran if kind == "compact"} == set(tables), ran  # the most overdue table first

@@ -50,6 +50,12 @@ SCHEMA = 'schema = { fields { id = int } }'
         (f'topic = t, debezium_record_table_filter = {{ table_name = x }}, {SCHEMA}', "only applies to format = debezium_json"),
         (f'topic = t, kafka.config = {{ value.deserializer = x.Y }}, {SCHEMA}', "kafka.config.value.deserializer is not supported"),
         (f'topic = t, kafka.config = {{ interceptor.classes = x.Y }}, {SCHEMA}', "does not run consumer interceptors"),
+        (f'topic = t, schema.change.behavior = exception, {SCHEMA}', "applies to format = debezium_json only"),
+        (f'topic = t, format = debezium_json, debezium_record_include_schema = false, schema.change.behavior = lenient, '
+         f'{SCHEMA}', "set debezium_record_include_schema = true"),
+        (f'topic = t, format = debezium_json, schema.change.behavior = evolve, {SCHEMA}', "column mapping"),
+        ('topic = t, format = debezium_json, tables_configs = [ { schema.change.behavior = try_evolve, schema = '
+         '{ table = "a.b", fields { id = int } } } ]', "tables_configs item 'a.b': schema.change.behavior = try_evolve"),
     ],
 )
 def test_bad_kafka_options_are_config_errors_that_say_what_to_change(opts, message):
@@ -169,3 +175,30 @@ def test_seatunnels_default_for_undecodable_records_is_fail():
     [src] = [v for v in job.dag.vertices if v.kind == "source"]
     assert src.plugin.options.format_error_handle_way == "fail" and not src.plugin.dead_letters()
     assert "undecodable -> fail" in render(job)
+
+
+def test_schema_change_behavior_is_shown_per_debezium_table_and_a_lenient_restart_keeps_found_columns():
+    """explain names each Debezium table's schema.change.behavior where it is not ignore; planned again
+    (the runner adds the columns a schema-change report found), a lenient table keeps them after its
+    declared ones, an exception/ignore table reads its declared columns."""
+    from streaming_engine.job import compile_text
+    from streaming_engine.runtime import restart
+
+    text = BASE.format(opts='topic = "p\\\\..*", pattern = true, format = debezium_json, schema.change.behavior = lenient, '
+                            'tables_configs = [ { schema = { table = "s.a", fields { id = int } } }, '
+                            '{ schema.change.behavior = exception, schema = { table = "s.b", fields { id = int } } } ]')
+    job = compile_text(text)
+    shown = render(job)
+    assert "s.a <- Debezium events of source.schema (or db) = s, source.table = a [schema changes: lenient]" in shown
+    assert "[schema changes: exception]" in shown
+    message = ('[USER_RAISED_EXCEPTION] [RUNTIME.SCHEMA_CHANGED] table s.a has new columns c (string) (Kafka record '
+               'topic p.s.a partition 0 offset 9); the pipeline is planned again to read them [columns {"s.a":[["c",'
+               '"string"],["d","date"]],"s.b":[["e","int"]]}] SQLSTATE: P0001')
+    found = restart.found_columns(message)
+    assert found == {"s.a": [("c", "string"), ("d", "date")], "s.b": [("e", "int")]}
+    planned = {v.id: v.schema.with_found(found) for v in job.dag.vertices if v.kind == "source"}
+    again = job.recompile(planned)
+    [source] = [v for v in again.dag.vertices if v.kind == "source"]
+    assert [(c.name, c.type) for c in source.schema.table("s.a").columns] == [("id", "int"), ("c", "string"), ("d", "date")]
+    assert source.schema.table("s.b").names == ("id",)
+    assert restart.found_columns("[RUNTIME.SCHEMA_CHANGED] table x has new columns") == {}

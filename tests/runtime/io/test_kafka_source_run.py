@@ -7,6 +7,7 @@ same job reads only what arrived since.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections import Counter
@@ -563,3 +564,84 @@ def test_a_value_debezium_could_not_read_is_never_written_over_the_stored_one(
     (letter,) = ran.rows(spark, "checkpoints/toastdead/_dead_letter")
     assert letter["offset"] == 2 and "column body: Debezium sent no value" in letter["error"]
     assert '"title":"renamed"' in letter["payload"]  # the whole event, for a replay once the table is FULL
+
+
+SCHEMA_JOB = """
+env {{ job.name = {name}, job.mode = BATCH }}
+source {{
+  Kafka {{
+    plugin_output = cdc
+    bootstrap.servers = "{bootstrap}"
+    topic = "{prefix}.public.gadgets"
+    start_mode = earliest
+    format = debezium_json
+    schema.change.behavior = {behavior}
+    schema = {{ table = "public.gadgets", fields {{ id = int, name = string, qty = int }},
+               primaryKey {{ name = pk, columnNames = [id] }} }}
+  }}
+}}
+sink {{
+  Delta {{ plugin_input = cdc, path = "${{work}}/{name}/gadgets", save_mode = upsert }}
+  Delta {{ plugin_input = cdc, path = "${{work}}/{name}/log" }}
+}}
+"""
+
+
+def test_columns_added_in_postgresql_reach_delta_through_debezium_events_or_stop_the_job(
+    postgres_db, kafka_broker, debezium_factory, run_job_text, spark
+):
+    """Debezium sends no DDL: a table's new columns show in its events (the ``after`` image and the event's
+    schema). ``schema.change.behavior = exception`` fails the job naming them and the record; ``lenient``
+    plans the pipeline again with them (types from the event's schema) and the Delta tables get them, every
+    row with its value; a later run of the same checkpoint keeps them; ``ignore`` (the default) reads the
+    declared columns only."""
+    from streaming_engine.runtime.events import PipelineReplanned
+
+    pg = postgres_db
+    pg.execute("CREATE TABLE gadgets (id int PRIMARY KEY, name text, qty int)")
+    for i in (1, 2, 3):
+        pg.execute("INSERT INTO gadgets VALUES (%s, %s, %s)", (i, f"g{i}", i))
+    dbz = debezium_factory(pg, kafka_broker, "evo", ["public.gadgets"], schemas_enable=True)
+    pg.execute("UPDATE gadgets SET qty = 10 WHERE id = 1")
+    pg.execute("ALTER TABLE gadgets ADD COLUMN color text, ADD COLUMN made date, ADD COLUMN big bigint")
+    pg.execute("INSERT INTO gadgets VALUES (4, 'g4', 4, 'blue', '2026-03-01', 5000000000)")
+    pg.execute("UPDATE gadgets SET color = 'red' WHERE id = 2")
+    pg.execute("DELETE FROM gadgets WHERE id = 3")
+    dbz.wait_published(3 + 1 + 1 + 1 + 2, timeout=60)  # a delete is followed by its tombstone
+    job = functools.partial(SCHEMA_JOB.format, bootstrap=kafka_broker.bootstrap, prefix="evo")
+    everything = "id, name, qty, color, made, big"
+
+    failed = run_job_text(job(name="evo_exc", behavior="exception"))
+    assert failed.result.status == "FAILED"
+    error = failed.result.error or ""
+    assert "[SCHEMA.CHANGED] table public.gadgets changed" in error and "added: color, made, big" in error, error
+    assert "offset 4" in error, error  # snapshot 0-2, the update 3, then the insert with the new columns
+
+    ran = run_job_text(job(name="evo_len", behavior="lenient"))
+    assert ran.result.status == "FINISHED", ran.result.error
+    [replanned] = [e for e in ran.events if isinstance(e, PipelineReplanned)]
+    assert replanned.columns == ("public.gadgets.color", "public.gadgets.made", "public.gadgets.big"), replanned
+    table = spark.read.format("delta").load(str(ran.work / "evo_len" / "gadgets"))
+    assert [(f.name, f.dataType.simpleString()) for f in table.schema.fields][3:] == [
+        ("color", "string"), ("made", "date"), ("big", "bigint")]
+    assert sorted(tuple(r) for r in table.select(*everything.split(", ")).collect()) == sorted(
+        pg.execute(f"SELECT {everything} FROM gadgets"))
+    log = spark.read.format("delta").load(str(ran.work / "evo_len" / "log"))
+    assert log.where("id = 4").select("color", "big").collect() == [("blue", 5000000000)]
+
+    # the same checkpoint again, after more changes: planned with the columns it found, no new re-plan
+    pg.execute("UPDATE gadgets SET color = 'green', big = 7 WHERE id = 4")
+    pg.execute("INSERT INTO gadgets VALUES (5, 'g5', 5, 'white', '2026-04-01', NULL)")
+    dbz.wait_published(8 + 2, timeout=60)
+    again = run_job_text(job(name="evo_len", behavior="lenient"))
+    assert again.result.status == "FINISHED", again.result.error
+    assert not [e for e in again.events if isinstance(e, PipelineReplanned)]
+    table = spark.read.format("delta").load(str(ran.work / "evo_len" / "gadgets"))
+    assert sorted(tuple(r) for r in table.select(*everything.split(", ")).collect()) == sorted(
+        pg.execute(f"SELECT {everything} FROM gadgets"))
+
+    ignored = run_job_text(job(name="evo_ign", behavior="ignore"))
+    assert ignored.result.status == "FINISHED", ignored.result.error
+    table = spark.read.format("delta").load(str(ran.work / "evo_ign" / "gadgets"))
+    assert table.columns == ["id", "name", "qty"]
+    assert sorted(tuple(r) for r in table.collect()) == sorted(pg.execute("SELECT id, name, qty FROM gadgets"))
