@@ -1585,6 +1585,8 @@ def _soak_point(spark, work: Path, tables: int) -> dict:
         "py_rss_mb": _rss_kb(os.getpid()) / 1024,
         "jvm_threads": int(jvm.java.lang.management.ManagementFactory.getThreadMXBean().getThreadCount()),
         "open_files": len(os.listdir(f"/proc/{pid}/fd")),
+        "accumulators": int(jvm.org.apache.spark.util.AccumulatorContext.numAccums()),
+        "persisted_rdds": int(spark.sparkContext._jsc.sc().getPersistentRDDs().size()),
         "files": {t.split(str(work) + "/")[-1]: delta_log.file_count(spark, t) for t in targets},
         "read_s": statistics.median(reads),
     }
@@ -1694,6 +1696,9 @@ def render_soak(s: dict, command: str, facts: str) -> str:
         row("driver Python RSS, MB", a["py_rss_mb"], b["py_rss_mb"], "-", None, "{:.0f}"),
         row("JVM threads", a["jvm_threads"], b["jvm_threads"], "-", None, "{:.0f}"),
         row("driver JVM open files", a.get("open_files", 0), b.get("open_files", 0), "-", None, "{:.0f}"),
+        row("live accumulators (Spark's AccumulatorContext)", a.get("accumulators", 0), b.get("accumulators", 0), "-",
+            None, "{:.0f}"),
+        row("persisted RDDs", a.get("persisted_rdds", 0), b.get("persisted_rdds", 0), "-", None, "{:.0f}"),
         row("data files per table (most of any target)", files_a, files_b, f"<= {bound} (2 x compaction threshold + 2)",
             files_b <= bound, "{:.0f}"),
         row("full read of every target, s", a["read_s"], b["read_s"], "<= 1.1x", b["read_s"] <= 1.1 * a["read_s"],

@@ -401,23 +401,24 @@ def _debezium(source: "Kafka", df: "DataFrame", mine: list["Route"], dbz: Any) -
     by_topic = [r for r in mine if r.by_topic]
     include = _by_topic([r for r in by_topic if r.format == "debezium_json"], lambda r: r.include_schema,
                         o.debezium_record_include_schema)
-    schema = StructField("schema", StringType())  # the event's own schema (its text: read for schema changes)
+    # the event's own schema, as text: read only to type the new columns of a schema change (lenient)
+    schema = [StructField("schema", StringType())] if any(r.schema_changes == "lenient" for r in mine) else []
     if include is True:
-        parsed = _from_json(F.col("__v"), StructType([schema, StructField("payload", body),
+        parsed = _from_json(F.col("__v"), StructType([*schema, StructField("payload", body),
                                                       StructField(_CORRUPT, StringType())]))
-        e, event_schema = parsed["payload"], parsed["schema"]
+        e = parsed["payload"]
     elif include is False:
         parsed = _from_json(F.col("__v"), StructType([*body.fields, StructField(_CORRUPT, StringType())]))
-        e, event_schema = parsed, F.lit(None).cast("string")
+        e = parsed
     else:  # items of tables_configs differ: both shapes, each record read as its topic's item says
-        parsed = _from_json(F.col("__v"), StructType([schema, StructField("payload", body), *body.fields,
+        parsed = _from_json(F.col("__v"), StructType([*schema, StructField("payload", body), *body.fields,
                                                       StructField(_CORRUPT, StringType())]))
         e = F.when(include, parsed["payload"]).otherwise(F.struct(*[parsed[f.name].alias(f.name) for f in body.fields]))
-        event_schema = F.when(include, parsed["schema"])
     is_dbz = F.lit(dbz == "debezium_json") if isinstance(dbz, str) else dbz == F.lit("debezium_json")
     df = df.withColumn("__dbz", is_dbz).withColumn("__e", F.when(F.col("__dbz") & parsed[_CORRUPT].isNull(), e))
-    if any(r.format == "debezium_json" and r.schema_changes != "ignore" for r in mine):
-        df = df.withColumn("__schema", F.when(F.col("__e").isNotNull(), event_schema))
+    if schema:  # lenient is refused without include_schema: ``include`` is True, or a Column when items differ
+        wrapped = F.lit(True) if include is True else include
+        df = df.withColumn("__schema", F.when(F.col("__e").isNotNull() & wrapped, parsed["schema"]))
     s = F.col("__e.source")
     op = F.col("__e.op")
     # the records of an item's own topics are its table's (narrowed by its table filter); the others go by source block
