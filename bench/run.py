@@ -1587,6 +1587,7 @@ def _soak_point(spark, work: Path, tables: int) -> dict:
         "open_files": len(os.listdir(f"/proc/{pid}/fd")),
         "accumulators": int(jvm.org.apache.spark.util.AccumulatorContext.numAccums()),
         "persisted_rdds": int(spark.sparkContext._jsc.sc().getPersistentRDDs().size()),
+        "classes_loaded": int(jvm.java.lang.management.ManagementFactory.getClassLoadingMXBean().getLoadedClassCount()),
         "files": {t.split(str(work) + "/")[-1]: delta_log.file_count(spark, t) for t in targets},
         "read_s": statistics.median(reads),
     }
@@ -1699,6 +1700,8 @@ def render_soak(s: dict, command: str, facts: str) -> str:
         row("live accumulators (Spark's AccumulatorContext)", a.get("accumulators", 0), b.get("accumulators", 0), "-",
             None, "{:.0f}"),
         row("persisted RDDs", a.get("persisted_rdds", 0), b.get("persisted_rdds", 0), "-", None, "{:.0f}"),
+        row("JVM classes loaded (generated ones included)", a.get("classes_loaded", 0), b.get("classes_loaded", 0),
+            "-", None, "{:.0f}"),
         row("data files per table (most of any target)", files_a, files_b, f"<= {bound} (2 x compaction threshold + 2)",
             files_b <= bound, "{:.0f}"),
         row("full read of every target, s", a["read_s"], b["read_s"], "<= 1.1x", b["read_s"] <= 1.1 * a["read_s"],
