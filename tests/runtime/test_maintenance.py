@@ -166,3 +166,52 @@ def test_vacuum_and_the_log_get_their_turns_when_a_compaction_is_due_at_every_ep
     assert kinds.count("vacuum") >= 2 and kinds.count("log") >= 2, kinds  # then the others, in turn
     assert kinds.count("compact") >= 2 * len(kinds) // 3 and kinds.count(None) == 0, kinds
     assert {loc for kind, loc in ran if kind == "compact"} == set(tables), ran  # the most overdue table first
+
+
+def test_a_full_vacuum_lists_the_table_in_a_few_tasks_not_sparks_ten_thousand(spark, tmp_path):
+    """A FULL VACUUM (the log no longer holds the commits since the last one, so LITE refuses) lists the
+    table and repartitions the listing into ``spark.sql.sources.parallelPartitionDiscovery.parallelism``
+    partitions: at Spark's default, stages of 10,000 tasks that stalled the pipeline 24-29 s per VACUUM in
+    the bench soak. The engine's VACUUM lists with 4x the cores; the job's setting is left as it was."""
+    import os
+    import time
+
+    from streaming_engine.checkpoint.maintenance import LISTING, SPARK_LISTING, Maintenance, Policy
+
+    table = str(tmp_path / "t")
+    spark.sql(f"CREATE TABLE delta.`{table}` (id BIGINT) USING delta "
+              "TBLPROPERTIES ('delta.deletedFileRetentionDuration' = 'interval 1 hours')")
+    for i in range(3):
+        spark.range(i, i + 1).write.format("delta").mode("append").save(table)
+    from delta.tables import DeltaTable
+
+    DeltaTable.forPath(spark, table).optimize().executeCompaction()
+    jvm = spark._jvm
+    jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table).checkpoint()
+    log = tmp_path / "t" / "_delta_log"
+    for f in log.glob("0000000000000000000[0-3].*"):  # the commits before the checkpoint: LITE refuses
+        f.unlink()
+    old = time.time() - 3 * 3600
+    for f in (tmp_path / "t").glob("*.parquet"):  # the replaced files are past the table's retention
+        os.utime(f, (old, old))
+    for f in log.iterdir():  # and so are the commits (Delta dates them by their files, in version order)
+        stamp = old + int(f.name.split(".")[0]) if f.name[0].isdigit() else old
+        os.utime(f, (stamp, stamp))
+    done: list[tuple[str, dict]] = []
+    m = Maintenance(spark, on_done=lambda kind, location, seconds, detail: done.append((kind, detail)))
+    m.add(table, Policy(compact_min_files=0, vacuum_interval_ms=1))
+    sc = spark.sparkContext
+    sc.setJobGroup("full-vacuum-test", "the engine's VACUUM")
+    try:
+        for _ in range(3):
+            if m.after_epoch() == "vacuum":
+                break
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    assert done and done[-1] == ("vacuum", {"mode": "full"}), done
+    tracker = sc.statusTracker()
+    stages = [s for j in tracker.getJobIdsForGroup("full-vacuum-test") for s in tracker.getJobInfo(j).stageIds]
+    tasks = [tracker.getStageInfo(s).numTasks for s in stages if tracker.getStageInfo(s) is not None]
+    assert tasks and max(tasks) <= max(8, 4 * sc.defaultParallelism), tasks
+    assert spark.conf.get(LISTING) == SPARK_LISTING  # the session's setting, as before
+    assert sorted(r.id for r in spark.read.format("delta").load(table).collect()) == [0, 1, 2]
