@@ -206,8 +206,9 @@ def test_a_full_vacuum_lists_the_table_in_a_few_tasks_not_sparks_ten_thousand(sp
         for _ in range(3):
             if m.after_epoch() == "vacuum":
                 break
-    finally:
-        sc.setLocalProperty("spark.jobGroup.id", None)
+    finally:  # the shared session's thread goes on without the group (later tests' jobs)
+        for key in ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel"):
+            sc.setLocalProperty(key, None)
     assert done and done[-1] == ("vacuum", {"mode": "full"}), done
     tracker = sc.statusTracker()
     stages = [s for j in tracker.getJobIdsForGroup("full-vacuum-test") for s in tracker.getJobInfo(j).stageIds]
