@@ -1558,10 +1558,36 @@ def _heap_after_gc(spark) -> float:
     return (rt.totalMemory() - rt.freeMemory()) / 2**20
 
 
+def _codegen(jvm) -> dict:
+    """Entries in Spark's codegen cache (generated classes kept with their source: the key), the MB of
+    source and bytecode they hold, and the compilations so far (each one a cache miss: new code); {} if
+    this Spark hides them elsewhere."""
+    try:
+        field = jvm.java.lang.Class.forName("org.apache.spark.sql.catalyst.expressions.codegen.CodeGenerator$") \
+            .getDeclaredField("cache")
+        field.setAccessible(True)
+        cache = field.get(None).loadingCache()
+        loader_classes = jvm.java.lang.Class.forName(
+            "org.codehaus.commons.compiler.util.reflect.ByteArrayClassLoader").getDeclaredField("classes")
+        loader_classes.setAccessible(True)
+        entries = cache.asMap().entrySet().iterator()
+        held = 0  # bytes: the source (the key; Latin-1, a byte a character) and the bytecode its class loader keeps
+        while entries.hasNext():
+            entry = entries.next()
+            held += len(entry.getKey()._2().body())
+            loader = entry.getValue()._1().getClass().getClassLoader()
+            if loader.getClass().getName().endswith("ByteArrayClassLoader"):
+                held += sum(len(code) for code in loader_classes.get(loader).values())
+        return {"codegen_cache": int(cache.size()), "codegen_held_mb": held / 2**20,
+                "compilations": int(jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME().getCount())}
+    except Exception:  # noqa: BLE001 - a diagnostic row, not a result
+        return {}
+
+
 def _soak_point(spark, work: Path, tables: int) -> dict:
     """What the soak looks at between two epochs: RSS of the driver's JVM and
     Python, JVM threads, data files per table, and a full read of every target
-    (median of 3)."""
+    (median of 5)."""
     from pyspark.sql import functions as F
 
     from streaming_engine.checkpoint import delta_log
@@ -1569,7 +1595,7 @@ def _soak_point(spark, work: Path, tables: int) -> dict:
     jvm = spark.sparkContext._jvm
     targets = [str(work / kind / f"t{i}") for kind in ("state", "log") for i in range(tables)]
     reads, loads = [], []
-    for _ in range(3):
+    for _ in range(5):
         t0 = time.perf_counter()
         frames = [spark.read.format("delta").load(t) for t in targets]  # the snapshot: log listing and replay
         loads.append(time.perf_counter() - t0)
@@ -1588,6 +1614,7 @@ def _soak_point(spark, work: Path, tables: int) -> dict:
         "accumulators": int(jvm.org.apache.spark.util.AccumulatorContext.numAccums()),
         "persisted_rdds": int(spark.sparkContext._jsc.sc().getPersistentRDDs().size()),
         "classes_loaded": int(jvm.java.lang.management.ManagementFactory.getClassLoadingMXBean().getLoadedClassCount()),
+        **_codegen(jvm),
         "files": {t.split(str(work) + "/")[-1]: delta_log.file_count(spark, t) for t in targets},
         "read_s": statistics.median(reads),
     }
@@ -1627,7 +1654,7 @@ def bench_soak(spark, epochs: int, tables: int = SOAK_TABLES) -> dict:
         if point is not None:
             heap = _heap_after_gc(spark)
             heaps[point] = min(heap, heaps.get(point, heap))
-        if n == early:
+        if n in (early, epochs):  # both points inside the run: the same moment of an epoch, the same job running
             points[n] = _soak_point(spark, work, tables)
         if n % 100 == 0 or n == early:
             print(f"   soak: epoch {n}/{epochs}, {time.perf_counter() - began:.0f} s", flush=True)
@@ -1639,7 +1666,8 @@ def bench_soak(spark, epochs: int, tables: int = SOAK_TABLES) -> dict:
         result = execute(job, spark=spark, bus=bus, stop_after_epochs=epochs)
         if result.status not in ("FINISHED", "CANCELED"):
             raise RuntimeError(f"the soak job ended {result.status}: {result.error}")
-        points[epochs] = _soak_point(spark, work, tables)
+        if epochs not in points:
+            raise RuntimeError(f"the soak job ended after {count[0]} of {epochs} epochs")
         for p, heap in heaps.items():
             points[p]["heap_mb"] = heap
         at_early = gaps[max(0, early - SOAK_WINDOW):early]
@@ -1661,7 +1689,8 @@ def render_soak(s: dict, command: str, facts: str) -> str:
 
     def row(what: str, x: float, y: float, goal: str, ok: bool | None, fmt: str = "{:.2f}") -> str:
         verdict = "-" if ok is None else "met" if ok else "not met"
-        return f"| {what} | {fmt.format(x)} | {fmt.format(y)} | {y / x:.2f} | {goal} | {verdict} |"
+        ratio = f"{y / x:.2f}" if x else "-"
+        return f"| {what} | {fmt.format(x)} | {fmt.format(y)} | {ratio} | {goal} | {verdict} |"
 
     t_early, t_end = statistics.mean(s["at_early"]), statistics.mean(s["at_end"])
     files_a, files_b = max(a["files"].values()), max(b["files"].values())
@@ -1683,7 +1712,7 @@ def render_soak(s: dict, command: str, facts: str) -> str:
         f"(compactions included) ending at the point; the looks (GC, reads) are not in any gap. Heap: "
         f"used after Python's gc and two full JVM GCs, the smallest of the looks after each of the "
         f"{SOAK_HEAP_LOOKS} epochs ending at the point, all inside the run. Read: a full scan of all {2 * s['tables']} targets (count and a hash of every "
-        f"column), median of 3. Maintenance tasks run: {s['maintained'] or 'none'}. The change logs hold the "
+        f"column), median of 5, inside the run like every look. Maintenance tasks run: {s['maintained'] or 'none'}. The change logs hold the "
         f"{s['rows']} rows the run committed.",
         "",
         f"| measure | at epoch {e} | at epoch {n} | end / {e} | goal | met |",
@@ -1693,6 +1722,9 @@ def render_soak(s: dict, command: str, facts: str) -> str:
             "{:.3f}"),
         row("JVM heap after full GC, MB", a["heap_mb"], b["heap_mb"], "<= 1.1x", b["heap_mb"] <= 1.1 * a["heap_mb"],
             "{:.0f}"),
+        row("of it, less the source and bytecode in Spark's codegen cache (below), MB",
+            a["heap_mb"] - a.get("codegen_held_mb", 0), b["heap_mb"] - b.get("codegen_held_mb", 0), "-", None,
+            "{:.0f}"),
         row("driver JVM RSS, MB", a["jvm_rss_mb"], b["jvm_rss_mb"], "-", None, "{:.0f}"),
         row("driver Python RSS, MB", a["py_rss_mb"], b["py_rss_mb"], "-", None, "{:.0f}"),
         row("JVM threads", a["jvm_threads"], b["jvm_threads"], "-", None, "{:.0f}"),
@@ -1701,6 +1733,12 @@ def render_soak(s: dict, command: str, facts: str) -> str:
             None, "{:.0f}"),
         row("persisted RDDs", a.get("persisted_rdds", 0), b.get("persisted_rdds", 0), "-", None, "{:.0f}"),
         row("JVM classes loaded (generated ones included)", a.get("classes_loaded", 0), b.get("classes_loaded", 0),
+            "-", None, "{:.0f}"),
+        row("Spark codegen cache entries (bounded by spark.sql.codegen.cache.maxEntries)", a.get("codegen_cache", 0),
+            b.get("codegen_cache", 0), "-", None, "{:.0f}"),
+        row("of it: generated source and bytecode the cache holds, MB", a.get("codegen_held_mb", 0),
+            b.get("codegen_held_mb", 0), "-", None, "{:.1f}"),
+        row("code compilations so far (Spark's CodegenMetrics)", a.get("compilations", 0), b.get("compilations", 0),
             "-", None, "{:.0f}"),
         row("data files per table (most of any target)", files_a, files_b, f"<= {bound} (2 x compaction threshold + 2)",
             files_b <= bound, "{:.0f}"),

@@ -262,6 +262,7 @@ class Run:
         self.lines: list[str] = []
         self.events: "queue.Queue[dict]" = queue.Queue()
         self.epoch_seconds: list[float] = []
+        self.first: dict[str, float] = {}  # event -> seconds after the start when the run first logged it
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -274,6 +275,7 @@ class Run:
                     record = json.loads(line)
                 except ValueError:
                     continue
+                self.first.setdefault(record.get("msg"), time.monotonic() - self.started)
                 if record.get("msg") == "EpochCommitted":
                     self.epoch_seconds.append(record["event"]["seconds"])
                 self.events.put(record)

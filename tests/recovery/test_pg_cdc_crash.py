@@ -237,7 +237,9 @@ def test_sigkill_while_reading_the_slot_loses_and_repeats_nothing(request, tmp_p
     def after_kill(what: str, run: "Run") -> None:
         where = "in the snapshot" if _in_snapshot(tmp_path) else "streaming"
         kills.append(f"{what} ({where})")
-        print(f"kill {len(kills)}: {what} after {time.monotonic() - run.started:.0f} s ({where})", flush=True)
+        print(f"kill {len(kills)}: {what} after {time.monotonic() - run.started:.0f} s ({where}; pipeline started at "
+              f"{run.first.get('PipelineStarted', -1):.0f} s, epochs of {[round(s, 1) for s in run.epoch_seconds]} s)",
+              flush=True)
         _check_no_epoch_twice(tmp_path, f"after the kill at {what}")
         _check_slot(pg, tmp_path, f"after the kill at {what}")
 
