@@ -1618,6 +1618,8 @@ def _soak_point(spark, work: Path, tables: int) -> dict:
         fresh_reads.append(took)
         if sums != fresh_sums:
             raise RuntimeError(f"a fresh copy of the targets reads {fresh_sums}, the targets {sums}")
+    for copy in copies:  # Delta's DeltaLog cache would keep each copy's cached state (persisted RDDs) to the end
+        jvm.org.apache.spark.sql.delta.DeltaLog.invalidateCache(spark._jsparkSession, jvm.org.apache.hadoop.fs.Path(copy))
     shutil.rmtree(fresh, ignore_errors=True)
     pid = int(jvm.java.lang.ProcessHandle.current().pid())
     return {
