@@ -372,6 +372,73 @@ def test_a_column_widened_while_the_job_runs_is_widened_in_delta_and_no_value_is
 
 
 @pytest.mark.timeout(400)
+def test_a_column_renamed_while_the_job_runs_is_kept_under_its_old_name_and_added_under_the_new(
+        spark, run_job_text, postgres_db_module, tmp_path):
+    """lenient, as Flink CDC's lenient mode takes a rename: the column under its old name stays in Delta (never
+    dropped), the new name is added (the pipeline planned again, without a restart); rows changed after the
+    RENAME carry their value under the new name, null under the old; rows not changed since keep the old."""
+    from streaming_engine.runtime.events import PipelineFailed, PipelineReplanned
+
+    pg = postgres_db_module
+    conn = _connect(pg)
+    cur = conn.cursor()
+    cur.execute("CREATE SCHEMA evn; CREATE TABLE evn.s (id int PRIMARY KEY, v text, old text); "
+                "ALTER TABLE evn.s REPLICA IDENTITY FULL; "
+                "INSERT INTO evn.s SELECT i, 'v' || i, 'o' || i FROM generate_series(1, 20) i")
+    slot = "pgevn_test"
+    job = JOB.format(host=pg.host, port=pg.port, slot=slot, tables='"postgres.evn.s"', extra="").replace("pgevo", "pgevn")
+    stop, state = threading.Event(), {}
+
+    def conductor() -> None:
+        c = _connect(pg).cursor()
+        deadline = time.monotonic() + 150
+        while _committed(tmp_path) < 2 and time.monotonic() < deadline:  # the snapshot is in
+            time.sleep(0.2)
+        c.execute("UPDATE evn.s SET old = 'o1b' WHERE id = 1")  # before the rename: under the old name
+        c.execute("ALTER TABLE evn.s RENAME COLUMN old TO new")
+        c.execute("UPDATE evn.s SET v = 'v2b' WHERE id = 2")  # not the renamed column: its value moves too
+        c.execute("UPDATE evn.s SET new = 'n3' WHERE id = 3")
+        c.execute("INSERT INTO evn.s VALUES (21, 'v21', 'n21')")
+        c.execute("DELETE FROM evn.s WHERE id = 4")
+        c.execute("SELECT pg_current_wal_insert_lsn()::text")
+        last = c.fetchone()[0]
+        while time.monotonic() < deadline and not _slot_past(c, slot, last):
+            time.sleep(0.3)
+        state["advanced"] = _slot_past(c, slot, last)
+        stop.set()
+
+    try:
+        t = threading.Thread(target=conductor, daemon=True)
+        t.start()
+        ran = run_job_text(job, stop=stop, timeout_s=300)
+        stop.set()
+        t.join()
+        assert ran.result.status in ("FINISHED", "CANCELED"), ran.result.error
+        assert state.get("advanced"), "the slot never passed the last change"
+        assert not [e for e in ran.events if isinstance(e, PipelineFailed)], "a rename under lenient is not a failure"
+        replans = [e for e in ran.events if isinstance(e, PipelineReplanned)]
+        assert len(replans) == 1 and any("new" in c for c in replans[0].columns), [e.columns for e in replans]
+        want = {i: ("v" + str(i), "o" + str(i), None) for i in range(1, 21)}
+        want.update({1: ("v1", "o1b", None), 2: ("v2b", None, "o2"), 3: ("v3", None, "n3"), 21: ("v21", None, "n21")})
+        del want[4]
+        got = spark.read.format("delta").load(str(tmp_path / "state" / "s"))
+        assert got.columns == ["id", "v", "old", "new"]
+        assert {r[0]: tuple(r[1:]) for r in got.collect()} == want
+        cur.execute("SELECT id, v, new FROM evn.s")  # PostgreSQL's values, each under one of the two names
+        assert sorted(cur.fetchall()) == sorted((i, v, new if new is not None else old) for i, (v, old, new) in want.items())
+        log = spark.read.format("delta").load(str(tmp_path / "log" / "s"))
+        assert sorted(tuple(r) for r in log.where("id IN (2, 3, 21)").select("row_kind", "id", "v", "old", "new")
+                      .collect()) == sorted([("+I", 2, "v2", "o2", None), ("+I", 3, "v3", "o3", None),
+                                             ("-U", 2, "v2", None, "o2"), ("+U", 2, "v2b", None, "o2"),
+                                             ("-U", 3, "v3", None, "o3"), ("+U", 3, "v3", None, "n3"),
+                                             ("+I", 21, "v21", None, "n21")])
+    finally:
+        _drop(cur, slot)
+        cur.execute("DROP SCHEMA evn CASCADE")
+        conn.close()
+
+
+@pytest.mark.timeout(400)
 def test_a_restart_whose_last_plan_no_longer_fits_a_transform_fails_through_the_master_naming_both(
         spark, run_job_text, postgres_db_module, tmp_path):
     """The run before kept a column dropped since (lenient); the job was then edited to add a column of that
