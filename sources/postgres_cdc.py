@@ -37,7 +37,8 @@ to run. A table's columns changed while the job runs follow
 ``table-names-config``): ``lenient`` (default) plans the pipeline again with
 the new columns, without a restart of the job: the epoch in flight is read
 again with them and the Delta sinks add them to their tables; a dropped
-column stays in the plan, null from then on; ``exception`` fails the job
+column stays in the plan, null from then on (a renamed one is both: the old
+name stays, the new is added, as Flink CDC's lenient takes a rename); ``exception`` fails the job
 naming the change; ``ignore`` keeps the planned columns. pgoutput sends no
 DDL: a change is seen in the Relation message before the table's next row
 change. A TRUNCATE follows ``truncate_events`` (ours,

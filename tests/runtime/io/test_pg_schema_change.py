@@ -7,7 +7,8 @@ strategy would fail it) plans its pipeline again once, without ending: the
 Delta tables of ``a`` gain the column, every row written around the change
 keeps its values (the upsert target equals PostgreSQL, the change log
 telescopes to it), ``b``'s dropped column stays in Delta, null in the rows
-changed after the drop.
+changed after the drop. A RENAME is both: the old name stays (null from then on), the new
+name is added (Flink CDC's lenient).
 
 exception and ignore: the job fails naming the table and the column, and
 what it committed before stays; ignore goes on with the planned columns.
