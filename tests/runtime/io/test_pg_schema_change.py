@@ -85,6 +85,35 @@ def _committed(work) -> int:
     return sum(1 for p in (work / "checkpoints").rglob("commits/*") if p.name.isdigit())
 
 
+def _run_changing(run_job_text, job: str, pg, slot: str, work, statements: list[str]):
+    """Run ``job``; once its snapshot is in (two epochs), make ``statements`` in PostgreSQL; stop the job once
+    the slot is past them. Returns the run; asserts the slot got there."""
+    stop, state = threading.Event(), {}
+
+    def conductor() -> None:
+        c = _connect(pg).cursor()
+        deadline = time.monotonic() + 150
+        while _committed(work) < 2 and time.monotonic() < deadline:  # the snapshot is in
+            time.sleep(0.2)
+        for statement in statements:
+            c.execute(statement)
+        c.execute("SELECT pg_current_wal_insert_lsn()::text")
+        last = c.fetchone()[0]
+        while time.monotonic() < deadline and not _slot_past(c, slot, last):
+            time.sleep(0.3)
+        state["advanced"] = _slot_past(c, slot, last)
+        stop.set()
+
+    t = threading.Thread(target=conductor, daemon=True)
+    t.start()
+    ran = run_job_text(job, stop=stop, timeout_s=300)
+    stop.set()
+    t.join()
+    assert ran.result.status in ("FINISHED", "CANCELED"), ran.result.error
+    assert state.get("advanced"), "the slot never passed the last change"
+    return ran
+
+
 @pytest.mark.timeout(600)
 def test_a_column_added_while_the_job_runs_reaches_delta_without_a_restart_and_no_row_loses_a_value(
         spark, run_job_text, postgres_db_module, tmp_path):
@@ -325,33 +354,13 @@ def test_a_column_widened_while_the_job_runs_is_widened_in_delta_and_no_value_is
                 "INSERT INTO evw.s SELECT i, i, i / 4.0 FROM generate_series(1, 50) i")
     slot = "pgevw_test"
     job = JOB.format(host=pg.host, port=pg.port, slot=slot, tables='"postgres.evw.s"', extra="").replace("pgevo", "pgevw")
-    stop, state = threading.Event(), {}
-
-    def conductor() -> None:
-        c = _connect(pg).cursor()
-        deadline = time.monotonic() + 150
-        while _committed(tmp_path) < 2 and time.monotonic() < deadline:  # the snapshot is in
-            time.sleep(0.2)
-        c.execute("UPDATE evw.s SET n = n + 1 WHERE id <= 10")
-        c.execute("BEGIN; ALTER TABLE evw.s ALTER COLUMN n TYPE bigint, ALTER COLUMN d TYPE numeric(14,4); COMMIT")
-        c.execute("INSERT INTO evw.s VALUES (100, 1099511627776, 1234567890.1234)")
-        c.execute("UPDATE evw.s SET n = n + 8589934592, d = d + 0.0001 WHERE id BETWEEN 11 AND 20")
-        c.execute("DELETE FROM evw.s WHERE id = 30")
-        c.execute("SELECT pg_current_wal_insert_lsn()::text")
-        last = c.fetchone()[0]
-        while time.monotonic() < deadline and not _slot_past(c, slot, last):
-            time.sleep(0.3)
-        state["advanced"] = _slot_past(c, slot, last)
-        stop.set()
-
     try:
-        t = threading.Thread(target=conductor, daemon=True)
-        t.start()
-        ran = run_job_text(job, stop=stop, timeout_s=300)
-        stop.set()
-        t.join()
-        assert ran.result.status in ("FINISHED", "CANCELED"), ran.result.error
-        assert state.get("advanced"), "the slot never passed the last change"
+        ran = _run_changing(run_job_text, job, pg, slot, tmp_path, [
+            "UPDATE evw.s SET n = n + 1 WHERE id <= 10",
+            "BEGIN; ALTER TABLE evw.s ALTER COLUMN n TYPE bigint, ALTER COLUMN d TYPE numeric(14,4); COMMIT",
+            "INSERT INTO evw.s VALUES (100, 1099511627776, 1234567890.1234)",
+            "UPDATE evw.s SET n = n + 8589934592, d = d + 0.0001 WHERE id BETWEEN 11 AND 20",
+            "DELETE FROM evw.s WHERE id = 30"])
         assert not [e for e in ran.events if isinstance(e, PipelineFailed)], "a widening is not a failure"
         replans = [e for e in ran.events if isinstance(e, PipelineReplanned)]
         assert [e.columns for e in replans] == [
@@ -388,34 +397,14 @@ def test_a_column_renamed_while_the_job_runs_is_kept_under_its_old_name_and_adde
                 "INSERT INTO evn.s SELECT i, 'v' || i, 'o' || i FROM generate_series(1, 20) i")
     slot = "pgevn_test"
     job = JOB.format(host=pg.host, port=pg.port, slot=slot, tables='"postgres.evn.s"', extra="").replace("pgevo", "pgevn")
-    stop, state = threading.Event(), {}
-
-    def conductor() -> None:
-        c = _connect(pg).cursor()
-        deadline = time.monotonic() + 150
-        while _committed(tmp_path) < 2 and time.monotonic() < deadline:  # the snapshot is in
-            time.sleep(0.2)
-        c.execute("UPDATE evn.s SET old = 'o1b' WHERE id = 1")  # before the rename: under the old name
-        c.execute("ALTER TABLE evn.s RENAME COLUMN old TO new")
-        c.execute("UPDATE evn.s SET v = 'v2b' WHERE id = 2")  # not the renamed column: its value moves too
-        c.execute("UPDATE evn.s SET new = 'n3' WHERE id = 3")
-        c.execute("INSERT INTO evn.s VALUES (21, 'v21', 'n21')")
-        c.execute("DELETE FROM evn.s WHERE id = 4")
-        c.execute("SELECT pg_current_wal_insert_lsn()::text")
-        last = c.fetchone()[0]
-        while time.monotonic() < deadline and not _slot_past(c, slot, last):
-            time.sleep(0.3)
-        state["advanced"] = _slot_past(c, slot, last)
-        stop.set()
-
     try:
-        t = threading.Thread(target=conductor, daemon=True)
-        t.start()
-        ran = run_job_text(job, stop=stop, timeout_s=300)
-        stop.set()
-        t.join()
-        assert ran.result.status in ("FINISHED", "CANCELED"), ran.result.error
-        assert state.get("advanced"), "the slot never passed the last change"
+        ran = _run_changing(run_job_text, job, pg, slot, tmp_path, [
+            "UPDATE evn.s SET old = 'o1b' WHERE id = 1",  # before the rename: under the old name
+            "ALTER TABLE evn.s RENAME COLUMN old TO new",
+            "UPDATE evn.s SET v = 'v2b' WHERE id = 2",  # not the renamed column: its value moves too
+            "UPDATE evn.s SET new = 'n3' WHERE id = 3",
+            "INSERT INTO evn.s VALUES (21, 'v21', 'n21')",
+            "DELETE FROM evn.s WHERE id = 4"])
         assert not [e for e in ran.events if isinstance(e, PipelineFailed)], "a rename under lenient is not a failure"
         replans = [e for e in ran.events if isinstance(e, PipelineReplanned)]
         assert len(replans) == 1 and any("new" in c for c in replans[0].columns), [e.columns for e in replans]
