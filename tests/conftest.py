@@ -34,6 +34,7 @@ def spark(tmp_path_factory):
         "streaming-engine-tests",
         conf={
             "spark.sql.warehouse.dir": str(warehouse),  # keep managed tables out of the checkout
+            "spark.driver.extraJavaOptions": jvm.SHARED_SESSION_OPTS,  # long-lived: the full JIT (tests/jvm.py)
         },
     )
     yield session

@@ -21,6 +21,11 @@ from pathlib import Path
 # "Out of space in CodeCache for method handle intrinsic". Reserve what tiered does.
 C1_ONLY = ["-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m"]
 C1_ONLY_OPTS = " ".join(C1_ONLY)
+# The suite's shared in-process session (one per xdist worker, tests/conftest.py) lives for the whole run:
+# there C2 pays for itself (test_delta_writes.py + test_delta_merge.py in one worker: 387-417 s C1 only,
+# 308-324 s tiered). Spark's launcher puts spark.driver.extraJavaOptions after SPARK_SUBMIT_OPTS (which
+# carries C1_ONLY for the short-lived drivers the tests start), and the JVM takes a flag's last value.
+SHARED_SESSION_OPTS = "-XX:TieredStopAtLevel=4"
 
 # Application class-data sharing (JDK 17 dynamic archive, JEP 350): the classes a
 # Spark driver of this checkout loads (Spark SQL, streaming, Delta's MERGE and
