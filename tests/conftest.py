@@ -8,7 +8,8 @@ import pytest
 
 from tests import jvm
 
-# Set STREAMING_ENGINE_TEST_JVM_OPTS="" to run the tests with the default JIT (and no class-data archive).
+# Set STREAMING_ENGINE_TEST_JVM_OPTS="" to run the tests with the default JIT (and no class-data archive);
+# they set the JVM options of the drivers the tests start, the shared session always gets the full JIT.
 JVM_OPTS_ENV = "STREAMING_ENGINE_TEST_JVM_OPTS"
 
 

@@ -407,7 +407,7 @@ def test_a_column_renamed_while_the_job_runs_is_kept_under_its_old_name_and_adde
             "DELETE FROM evn.s WHERE id = 4"])
         assert not [e for e in ran.events if isinstance(e, PipelineFailed)], "a rename under lenient is not a failure"
         replans = [e for e in ran.events if isinstance(e, PipelineReplanned)]
-        assert len(replans) == 1 and any("new" in c for c in replans[0].columns), [e.columns for e in replans]
+        assert [e.columns for e in replans] == [("postgres.evn.s.new",)], [e.columns for e in replans]
         want = {i: ("v" + str(i), "o" + str(i), None) for i in range(1, 21)}
         want.update({1: ("v1", "o1b", None), 2: ("v2b", None, "o2"), 3: ("v3", None, "n3"), 21: ("v21", None, "n21")})
         del want[4]
