@@ -97,7 +97,13 @@ class MiniYarnCluster(Server):
                                          cwd=self.workdir, start_new_session=True)
         finally:
             log.close()
-        if not wait_until(lambda: written.is_file() and self._nodes() >= self.nodemanagers or self.proc.poll() is not None,
+        def complete() -> bool:  # the manager creates the file, then writes it: a look in between finds it empty
+            try:
+                return written.read_text().rstrip().endswith("</configuration>")
+            except OSError:
+                return False
+
+        if not wait_until(lambda: complete() and self._nodes() >= self.nodemanagers or self.proc.poll() is not None,
                           timeout=120, interval=0.5) or self.proc.poll() is not None:
             raise ComponentError(f"YARN did not start ({self._nodes()} NodeManagers):\n{log_tail(self.log_path)}")
         self.conf_dir.mkdir(exist_ok=True)
