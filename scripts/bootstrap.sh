@@ -4,7 +4,9 @@
 #   2. pip install -e '.[test]' when pyproject.toml's [project] (or build
 #      settings) changed since the last install (a hash stamp is kept in .venv/);
 #   3. scripts/fetch_jars.py: the pinned JVM jars into .jars/;
-#   4. scripts/build_jvm.py: the engine's own JVM classes into .jars/engine/.
+#   4. scripts/build_jvm.py: the engine's own JVM classes into .jars/engine/;
+#   5. scripts/compile_pyspark_zips.py: bytecode into the pyspark.zip every
+#      Python worker imports pyspark from (it compiled pyspark at each start).
 # Silent when there is nothing to do, and then needs no network. Non-interactive
 # (works with CI=true and no stdin). Environment: STREAMING_ENGINE_PYTHON
 # (interpreter for a new venv, default python3.11).
@@ -85,3 +87,7 @@ command -v java >/dev/null 2>&1 || [ -n "${JAVA_HOME:-}" ] \
 #    with the JDK's javac only when the sources changed
 "$PY" "$ROOT/scripts/build_jvm.py" </dev/null \
     || die "could not compile streaming_engine/runtime/jvm (see above)"
+
+# 5. bytecode in pyspark's worker archives (no-op when they hold it already)
+"$PY" "$ROOT/scripts/compile_pyspark_zips.py" </dev/null \
+    || die "could not add bytecode to pyspark's python/lib/*.zip (see above)"
