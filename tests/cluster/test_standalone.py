@@ -345,7 +345,7 @@ def test_the_one_job_merge_runs_on_the_workers_and_equals_delta_merge_per_table(
 
     cdc = ", ".join(
         f'{{ schema = {{ table = "db.t{i}", fields {{ id = bigint, name = string }}, '
-        f"primaryKey {{ name = pk, columnNames = [id] }} }}, row.num = 120, rows.per.batch = 30, "
+        f"primaryKey {{ name = pk, columnNames = [id] }} }}, row.num = 120, rows.per.batch = 40, "
         f"cdc = {{ key_column = id, keys = 40, update_ratio = 0.4, delete_ratio = 0.2 }} }}"
         for i in range(3))
     got = {}
