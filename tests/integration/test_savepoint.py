@@ -84,11 +84,12 @@ def test_stop_with_a_savepoint_then_restore_with_a_changed_filter_gives_exactly_
     # files keep arriving while the job is asked to stop: an epoch is in flight or about to start
     written, stop_writing = [3], threading.Event()
 
-    def feed() -> None:  # a file a second, at most 25 (the restore replays one file per epoch)
+    # a file every 2 s until the stop returns (it took ~24 s here), at most 25: the restore replays one file an epoch
+    def feed() -> None:
         while not stop_writing.is_set() and written[0] < 3 + 25:
             _write(tmp_path, written[0])
             written[0] += 1
-            stop_writing.wait(1.0)
+            stop_writing.wait(2.0)
 
     feeder = threading.Thread(target=feed, daemon=True)
     feeder.start()
