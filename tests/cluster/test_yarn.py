@@ -154,7 +154,7 @@ def _jvm(predicate) -> int | None:
 def test_a_kafka_cdc_job_in_cluster_mode_survives_an_executor_kill_and_an_application_master_kill(
         yarn, kafka_broker, tmp_path, spark):
     """The issue's must-show: a Kafka -> Delta upsert job in cluster mode (job.mode = BATCH: it reads the topic
-    up to its end at the start, 40 records an epoch) loses an executor container (SIGKILL, mid-epoch: YARN
+    up to its end at the start, 20 records an epoch: 12 epochs) loses an executor container (SIGKILL, mid-epoch: YARN
     gives Spark a new one) and then its application master, which holds the driver (SIGKILL: YARN starts a
     second attempt, spark.yarn.maxAppAttempts = 2, which resumes from the checkpoint). The shell gets 0, the
     application SUCCEEDED in its second attempt, and the upsert target equals the last version of every key."""
