@@ -2,7 +2,7 @@
 
 Five tables: one cut into integer-key chunks, one with a two-column integer
 key, one with a text key (read as one chunk), one of exactly one chunk's rows
-and an empty one. A writer changes them the whole
+and an empty one (exact's column names hold a ``%``). A writer changes them the whole
 time (updates, deletes, inserts inside and above the key range, key changes,
 TOASTed values left unchanged, several changes in one transaction). The first
 run stops after two epochs, in the middle of the snapshot; the writer goes on
@@ -50,7 +50,7 @@ CREATE TABLE snap.named (code text PRIMARY KEY, v int);
 ALTER TABLE snap.big REPLICA IDENTITY FULL;
 ALTER TABLE snap.pair REPLICA IDENTITY FULL;
 ALTER TABLE snap.named REPLICA IDENTITY FULL;
-CREATE TABLE snap.exact (id int PRIMARY KEY, v text);
+CREATE TABLE snap.exact ("id%" int PRIMARY KEY, "v%" text);
 ALTER TABLE snap.exact REPLICA IDENTITY FULL;
 INSERT INTO snap.exact SELECT i, 'e' || i FROM generate_series(1, {split}) i;
 CREATE TABLE snap.empty (id int PRIMARY KEY, v text);
@@ -221,6 +221,7 @@ def test_the_snapshot_reads_every_row_once_while_writes_go_on_and_resumes_after_
         assert done["postgres.snap.exact"] == 2 and done["postgres.snap.empty"] == 1, done
         exact = spark.read.format("delta").load(str(second.work / "state" / "exact"))
         assert sorted(tuple(r) for r in exact.collect()) == [(i, f"e{i}") for i in range(1, SPLIT + 1)]
+        assert exact.columns == ["id%", "v%"]  # a % in a name, inside statements run with parameters
         assert any(name == "backlog_bytes" and v >= 0 for e in reports for (_, name, _, v) in e.gauges)
         assert any(e.event_time_ms for e in second.events if isinstance(e, SourceProgress)), "no commit time observed"
 
@@ -238,4 +239,38 @@ def test_the_snapshot_reads_every_row_once_while_writes_go_on_and_resumes_after_
         cur.execute("SELECT pg_drop_replication_slot(%s) FROM pg_replication_slots WHERE slot_name = %s", (SLOT, SLOT))
         cur.execute(f"DROP PUBLICATION IF EXISTS {SLOT}")
         cur.execute("DROP SCHEMA snap CASCADE")
+        conn.close()
+
+
+@pytest.mark.timeout(300)
+def test_a_chunks_copy_streams_its_rows_and_a_copy_failing_midway_raises_its_own_error(postgres_db_module):
+    """The COPY stream a chunk is read through (``snapshot._copy_batches``): every row once, as text (NULL as
+    null, an empty string as one, a newline inside a value); no rows: no batch; a COPY that fails after
+    sending rows raises the server's error, not a parse error of the cut text; a reader that stops early
+    ends the COPY and leaves the connection usable."""
+    import psycopg2
+
+    from sources._pg.snapshot import _copy_batches
+
+    conn = _connect(postgres_db_module)
+    try:
+        sql = ("SELECT i, CASE WHEN i %% 3 = 0 THEN NULL WHEN i %% 3 = 1 THEN '' ELSE 'a,\"b\"' || chr(10) || i END "
+               "FROM generate_series(1, %s) i")
+        got = [row for b in _copy_batches(conn, sql, [300_000], 2) for row in zip(*(c.to_pylist() for c in b.columns))]
+        assert len(got) == 300_000 and got[:3] == [("1", ""), ("2", 'a,"b"\n2'), ("3", None)], got[:3]
+        assert [int(i) for i, _ in got] == list(range(1, 300_001))
+        assert list(_copy_batches(conn, "SELECT 1 WHERE false", [], 1)) == []
+        with pytest.raises(psycopg2.errors.DivisionByZero):  # rows go out before the failing one
+            for _ in _copy_batches(conn, "SELECT i, repeat('x', 100) || (1 / (i - 200000)) FROM generate_series(1, 300000) i", [], 2):
+                pass
+        # a COPY that would not end (an hour's sleep after 100,000 rows, ~11 MB): only its cancel lets the
+        # connection serve the next query
+        batches = _copy_batches(conn, "SELECT repeat('x', 100) || i, pg_sleep(CASE WHEN i > 100000 THEN 3600 ELSE 0 END) "
+                                      "FROM generate_series(1, 100001) i", [], 2)
+        assert next(batches).num_rows > 0
+        batches.close()
+        with conn.cursor() as cur:
+            cur.execute("SELECT 42")
+            assert cur.fetchone() == (42,)
+    finally:
         conn.close()
