@@ -409,8 +409,7 @@ def _register(spark: Any) -> None:
                 data, log = _open(self.spec, self.password), _open(self.spec, self.password)
                 window = pgsnap.Window(part.log_after)
                 try:
-                    for table, lo, hi in part.chunks:
-                        yield from pgsnap.read_chunk(self.spec, data, log, window, shape, table, lo, hi, part.at)
+                    yield from pgsnap.read_chunks(self.spec, data, log, window, shape, part.chunks, part.at)
                 finally:
                     data.close()
                     log.close()

@@ -10,28 +10,35 @@ change only for keys whose chunk was read in an EARLIER epoch; the others'
 changes are in their chunk's row). A replayed epoch reads its chunks again and
 gets the same rows: the state at ``L[k]`` does not depend on when it is read.
 
-How a chunk gets its rows at ``L[k]`` (:func:`read_chunk`, on an executor):
+How a partition's chunks get their rows at ``L[k]`` (:func:`read_chunks`, on an executor):
 
 1. a REPEATABLE READ transaction takes its snapshot ``S`` (no lock beyond a
    plain SELECT's); ``H`` = the WAL position after it (:func:`slot.epoch_end`),
    so every transaction ``S`` sees committed before ``H``;
-2. the slot is peeked (it never moves) for ``(L[k-1], H]``: every transaction
-   that committed by ``L[k]`` must be visible to ``S`` (one still finishing its
-   commit is waited for: the chunk is read again), and for each key of the
-   chunk changed after ``L[k]`` its FIRST change there tells its row at
-   ``L[k]``: the change's old row (REPLICA IDENTITY FULL sends it whole) for
-   an UPDATE or DELETE of that key, none for an INSERT (or an UPDATE that gave
-   a row this key);
-3. the chunk's rows under ``S`` stream out with ``COPY ... TO STDOUT`` (CSV,
+2. the slot is peeked (it never moves) ONCE for ``(L[k-1], H]``: every
+   transaction that committed by ``L[k]`` must be visible to ``S`` (one still
+   finishing its commit is waited for: the snapshot is taken again; one ``S``
+   missed that committed after ``L[k]`` is no reason to, see
+   :meth:`Window.settled`), and for each key of a chunk changed after ``L[k]``
+   its FIRST change there tells its row at ``L[k]``: the change's old row
+   (REPLICA IDENTITY FULL sends it whole) for an UPDATE or DELETE of that key,
+   none for an INSERT (or an UPDATE that gave a row this key);
+3. each chunk's rows under ``S`` stream out with ``COPY ... TO STDOUT`` (CSV,
    parsed by Arrow), except those of changed keys, whose rows at ``L[k]`` come
-   from step 2. Memory: Arrow blocks of the stream and the changed keys of the
-   chunk, whatever the chunk's size.
+   from step 2. Memory: Arrow blocks of the stream and the partition's
+   changes after ``L[k]`` (decoded once per table), whatever the chunks' size.
+
+All of a partition's chunks share ``S``, ``H`` and the one peek: a peek makes
+the server decode the slot from its restart position, and under steady writes
+a peek per chunk made every chunk pay for the whole epoch's WAL again (2 M rows
+while a writer made ~350 changes/s: ~1-3 s a chunk, growing with the epoch).
 
 Chunks: a table whose key columns are all integers is cut at every
 ``snapshot.split.size``-th key (:func:`next_chunks`, on the driver: an index
 scan of that many keys per chunk; the last chunk is open above, so rows added
 meanwhile are in it); another table is one chunk. An epoch takes up to
-``snapshot.chunks.per.epoch`` chunks, each a Spark partition. Progress is in
+``snapshot.chunks.per.epoch`` chunks, dealt to the session's default parallelism
+of Spark partitions (``Spec.tasks``). Progress is in
 the offsets: ``{"lsn": L, "snapshot": {table: {"after": key} | {"done": true}},
 "chunks": [[table, lo, hi], ...]}``; a restart reads the last planned epoch's
 chunks again and goes on after them.
@@ -210,25 +217,17 @@ def _snapshot(cur: Any) -> tuple[int, int, set[int]]:
     return int(xmin), int(xmax), {int(x) for x in xip.split(",") if x}
 
 
-class _Changed:
-    """The chunk's keys changed after ``at``, each with its row at ``at`` (None: the key had no row)."""
-
-    def __init__(self) -> None:
-        self.rows: dict[tuple, dict | None] = {}
-
-    def first(self, key: tuple, row: dict | None) -> None:
-        self.rows.setdefault(key, row)
-
-
 class Window:
-    """The slot's transactions from ``after`` on, peeked once per partition: its chunks' windows grow one
-    after the other (each chunk's high position is later), so each chunk peeks only past the last one
-    (the decoding of a transaction, in Python, is paid once per partition, not once per chunk)."""
+    """A partition's view of the slot: its transactions from ``after`` (the epoch's start) to the high
+    position of the partition's snapshot, peeked ONCE for all the partition's chunks (a peek makes the
+    server decode the slot from its restart position, and the chunks share one snapshot), and each
+    table's changes in it decoded once (:meth:`changes`), not once per chunk."""
 
     def __init__(self, after: int) -> None:
         self.upto = after
         self.transactions: list = []
         self.relations: dict = {}
+        self._changes: dict[tuple, list] = {}
 
     def until(self, spec: Any, log: Any, high: int) -> list:
         if high > self.upto:
@@ -236,53 +235,80 @@ class Window:
             self.upto = high
         return [tx for tx in self.transactions if tx.commit.end_lsn <= high]
 
+    def settled(self, spec: Any, log: Any, at: int, high: int, snap: tuple[int, int, set[int]],
+                finishing: set[int]) -> bool:
+        """Whether the snapshot ``snap`` (high position ``high``) sees every transaction committed by ``at``.
 
-def _changes_after(spec: Any, log: Any, window: Window, table: TableSchema, lo: list | None, hi: list | None,
-                   at: int, high: int, snap: tuple[int, int, set[int]]) -> _Changed | None:
-    """Changed keys of the chunk in ``(at, high]``; None when a transaction committed by ``at`` is not
-    visible to the chunk's snapshot yet (it is finishing its commit: read the chunk again)."""
-    relations = window.relations
-    changed = _Changed()
-    keys = tuple(table.primary_key)
-    texts = tuple(keys) if chunkable(table) else None
+        ``finishing``: the transactions the snapshot does not see that had committed before ``high`` was
+        read (their commit records precede it). One the window holds is judged by its commit position: by
+        ``at`` it must be visible (False: it was finishing its commit, read again), after it the chunks
+        take its keys' old rows, which are the rows the snapshot sees. One the window does not hold either
+        changed none of the publication's tables, or committed before the window's start (a backend
+        stalled between its commit record and leaving the running transactions for a whole epoch): not
+        told apart, so False. Under steady writes most snapshots see some transaction finishing: judged by
+        its position, they do not make the chunks read again and again."""
+        unseen = {x & 0xFFFFFFFF for x in finishing}
+        for tx in self.until(spec, log, high):
+            unseen.discard(tx.begin.xid)
+            if tx.commit.end_lsn <= at and not _visible(tx.begin.xid, *snap):
+                return False
+        return not unseen
+
+    def changes(self, spec: Any, table: TableSchema, at: int, high: int) -> list[tuple]:
+        """``table``'s changes that committed in ``(at, high]``, in order: (old key, old row, new key, new
+        row), a key None where the row is; keys as integers for a chunked table, else as text."""
+        found = self._changes.get((table.table_id, at, high))
+        if found is not None:
+            return found
+        keys, as_int = tuple(table.primary_key), chunkable(table)
+
+        def key(row: dict | None) -> tuple | None:
+            if row is None:
+                return None
+            return tuple(int(row[c]) for c in keys) if as_int else tuple(row[c] for c in keys)
+
+        found = []
+        for tx in self.transactions:
+            if not at < tx.commit.end_lsn <= high:
+                continue
+            for message in tx.messages:
+                if not isinstance(message, Change):
+                    continue
+                rel = self.relations.get(message.relation_oid)
+                if rel is None or f"{spec.connection.database}.{rel.namespace}.{rel.name}" != table.table_id:
+                    continue
+                old, new = rel.values(message.old), rel.values(message.new)
+                if message.kind in ("U", "D") and message.old_kind != "O":
+                    raise RuntimeFailure("RUNTIME.FAILED", {"detail": (
+                        f"table {table.table_id}: a change at {lsn_text(tx.commit.end_lsn)} came without the whole "
+                        "old row (REPLICA IDENTITY is no longer FULL); the snapshot needs it: run ALTER TABLE ... "
+                        "REPLICA IDENTITY FULL and restart the job")})
+                if old is not None and any(v is UNCHANGED_TOAST for v in old.values()):
+                    raise RuntimeFailure("RUNTIME.FAILED", {"detail": (
+                        f"table {table.table_id}: an old row at {lsn_text(tx.commit.end_lsn)} lacks a TOASTed value")})
+                found.append((key(old), old, key(new), new))
+        self._changes = {k: v for k, v in self._changes.items() if k[1:] == (at, high)}  # a retry: a new high
+        self._changes[(table.table_id, at, high)] = found
+        return found
+
+
+def _changed_rows(changes: list[tuple], table: TableSchema, lo: list | None, hi: list | None) -> dict[tuple, dict | None]:
+    """The chunk's keys changed after the epoch's end, each with its row then (its FIRST change's old row;
+    None: the key had no row), the keys as text (as COPY writes them)."""
     low, top = (tuple(lo) if lo is not None else None), (tuple(hi) if hi is not None else None)
+    ranged = chunkable(table)
 
-    def inside(row: dict | None) -> tuple | None:
-        if row is None:
-            return None
-        k = tuple(row[c] for c in keys)
-        if texts is not None:
-            n = tuple(int(v) for v in k)
-            if (low is not None and n <= low) or (top is not None and n > top):
-                return None
-        return k
+    def inside(k: tuple | None) -> bool:
+        return k is not None and not (ranged and ((low is not None and k <= low) or (top is not None and k > top)))
 
-    for tx in window.until(spec, log, high):
-        if tx.commit.end_lsn <= at:
-            if not _visible(tx.begin.xid, *snap):
-                return None
-            continue
-        for message in tx.messages:
-            if not isinstance(message, Change):
-                continue
-            rel = relations.get(message.relation_oid)
-            if rel is None or f"{spec.connection.database}.{rel.namespace}.{rel.name}" != table.table_id:
-                continue
-            old, new = rel.values(message.old), rel.values(message.new)
-            if message.kind in ("U", "D") and message.old_kind != "O":
-                raise RuntimeFailure("RUNTIME.FAILED", {"detail": (
-                    f"table {table.table_id}: a change at {lsn_text(tx.commit.end_lsn)} came without the whole "
-                    "old row (REPLICA IDENTITY is no longer FULL); the snapshot needs it: run ALTER TABLE ... "
-                    "REPLICA IDENTITY FULL and restart the job")})
-            if old is not None and any(v is UNCHANGED_TOAST for v in old.values()):
-                raise RuntimeFailure("RUNTIME.FAILED", {"detail": (
-                    f"table {table.table_id}: an old row at {lsn_text(tx.commit.end_lsn)} lacks a TOASTed value")})
-            k_old, k_new = inside(old), inside(new)
-            if k_old is not None:
-                changed.first(k_old, old)
-            if k_new is not None and k_new != k_old:
-                changed.first(k_new, None)
-    return changed
+    names = tuple(table.primary_key)
+    rows: dict[tuple, dict | None] = {}
+    for k_old, old, k_new, new in changes:
+        if inside(k_old):
+            rows.setdefault(tuple(old[c] for c in names), old)
+        if inside(k_new) and k_new != k_old:
+            rows.setdefault(tuple(new[c] for c in names), None)
+    return rows
 
 
 def _copy_batches(conn: Any, sql: str, params: list, width: int) -> Iterator[Any]:
@@ -354,15 +380,11 @@ def _copy_batches(conn: Any, sql: str, params: list, width: int) -> Iterator[Any
         thread.join(timeout=30)
 
 
-def read_chunk(spec: Any, data: Any, log: Any, window: Window, shape: Any, table_id: str, lo: list | None,
-               hi: list | None, at: int) -> Iterator[Any]:
-    """The chunk ``(lo, hi]`` of ``table_id`` as it was at ``at`` (an epoch end), in Arrow batches of ``shape``;
-    ``data`` and ``log``: two connections (autocommit, the reader's session settings), left as they came."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    table = next(t for t in spec.tables if t.table_id == table_id)
-    names = [c.name for c in table.columns]
+def read_chunks(spec: Any, data: Any, log: Any, window: Window, shape: Any, chunks: list, at: int) -> Iterator[Any]:
+    """The chunks ``[(table_id, lo, hi), ...]`` of a partition as they were at ``at`` (an epoch end), in Arrow
+    batches of ``shape``: all read in ONE REPEATABLE READ snapshot (one high position, one peek; it holds
+    back VACUUM's horizon while the partition reads); ``data`` and ``log``: two connections (autocommit,
+    the reader's session settings), left as they came."""
     for attempt in range(600):
         data.autocommit = False
         data.set_session(isolation_level="REPEATABLE READ", readonly=True)
@@ -370,42 +392,57 @@ def read_chunk(spec: Any, data: Any, log: Any, window: Window, shape: Any, table
             with data.cursor() as cur:
                 snap = _snapshot(cur)  # the transaction's snapshot is taken here
             with log.cursor() as cur:
+                # committed since the snapshot was taken (invisible to it), before H: see Window.settled
+                cur.execute("SELECT x FROM unnest(%s::text[]) x WHERE pg_xact_status(x::xid8) = 'committed'",
+                            ([str(x) for x in snap[2]],))
+                finishing = {int(x) for (x,) in cur.fetchall()}
                 high = pgslot.epoch_end(cur, timeout_s=60.0)
                 if high is None:
                     raise RuntimeFailure("RUNTIME.FAILED", {"detail": "the server did not flush its WAL in 60 s"})
-                cur.execute("SELECT count(*) FROM unnest(%s::text[]) x WHERE pg_xact_status(x::xid8) = 'committed'",
-                            ([str(x) for x in snap[2]],))
-                finishing = cur.fetchone()[0] > 0  # committed, not yet visible: wait for it
-            changed = None if finishing else _changes_after(spec, log, window, table, lo, hi, at, high, snap)
-            if changed is None:
+            if not window.settled(spec, log, at, high, snap, finishing):
                 data.rollback()
                 time.sleep(min(0.5, 0.02 * (attempt + 1)))
                 continue
-            where, params = _range_sql(table, lo, hi)
-            with data.cursor() as cur:  # a planned column dropped since (schema.change.behavior = lenient): null
-                cur.execute("SELECT attname, atttypid FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0 "
-                            "AND NOT attisdropped", (relation(table_id),))
-                present = dict(cur.fetchall())
-            columns = literal(", ".join(_select(n, present.get(n)) for n in names))
-            skip = None
-            if changed.rows:
-                skip = pa.array(["\x00".join(k) for k in changed.rows], pa.string())
-            for batch in _copy_batches(data, f"SELECT {columns} FROM {literal(relation(table_id))}{where}", params, len(names)):
-                if skip is not None:
-                    keys = [batch.column(names.index(k)) for k in table.primary_key]
-                    joined = keys[0] if len(keys) == 1 else pc.binary_join_element_wise(*keys, "\x00")
-                    batch = batch.filter(pc.invert(pc.is_in(joined, value_set=skip)))
-                if batch.num_rows:
-                    yield shape.chunk_batch(table, [batch.column(i) for i in range(len(names))], at)
-            before = [row for row in changed.rows.values() if row is not None]
-            if before:
-                yield shape.chunk_batch(table, [pa.array([r.get(n) for r in before], pa.string()) for n in names], at)
+            present: dict[str, dict] = {}
+            for table_id, lo, hi in chunks:
+                yield from _chunk(spec, data, window, shape, table_id, lo, hi, at, high, present)
             data.rollback()
             return
         finally:
-            if not data.closed:  # the connection serves the partition's next chunk
+            if not data.closed:  # the connection serves the partition's next epoch's chunks
                 data.rollback()
                 data.set_session(isolation_level="DEFAULT", readonly="DEFAULT")
                 data.autocommit = True
     raise RuntimeFailure("RUNTIME.FAILED", {"detail": (
-        f"table {table_id}: the snapshot of a chunk never saw every transaction committed by {lsn_text(at)}")})
+        f"tables {', '.join(sorted({c[0] for c in chunks}))}: a snapshot of their chunks never saw every transaction "
+        f"committed by {lsn_text(at)}")})
+
+
+def _chunk(spec: Any, data: Any, window: Window, shape: Any, table_id: str, lo: list | None, hi: list | None,
+           at: int, high: int, present: dict[str, dict]) -> Iterator[Any]:
+    """The chunk ``(lo, hi]`` of ``table_id`` at ``at``, inside the partition's snapshot: its rows there,
+    except those of keys changed after ``at``, whose rows at ``at`` are their first change's old rows."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    table = next(t for t in spec.tables if t.table_id == table_id)
+    names = [c.name for c in table.columns]
+    changed = _changed_rows(window.changes(spec, table, at, high), table, lo, hi)
+    where, params = _range_sql(table, lo, hi)
+    if table_id not in present:  # a planned column dropped since (schema.change.behavior = lenient): null
+        with data.cursor() as cur:
+            cur.execute("SELECT attname, atttypid FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0 "
+                        "AND NOT attisdropped", (relation(table_id),))
+            present[table_id] = dict(cur.fetchall())
+    columns = literal(", ".join(_select(n, present[table_id].get(n)) for n in names))
+    skip = pa.array(["\x00".join(k) for k in changed], pa.string()) if changed else None
+    for batch in _copy_batches(data, f"SELECT {columns} FROM {literal(relation(table_id))}{where}", params, len(names)):
+        if skip is not None:
+            keys = [batch.column(names.index(k)) for k in table.primary_key]
+            joined = keys[0] if len(keys) == 1 else pc.binary_join_element_wise(*keys, "\x00")
+            batch = batch.filter(pc.invert(pc.is_in(joined, value_set=skip)))
+        if batch.num_rows:
+            yield shape.chunk_batch(table, [batch.column(i) for i in range(len(names))], at)
+    before = [row for row in changed.values() if row is not None]
+    if before:
+        yield shape.chunk_batch(table, [pa.array([r.get(n) for r in before], pa.string()) for n in names], at)

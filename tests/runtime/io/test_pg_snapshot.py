@@ -274,3 +274,50 @@ def test_a_chunks_copy_streams_its_rows_and_a_copy_failing_midway_raises_its_own
             assert cur.fetchone() == (42,)
     finally:
         conn.close()
+
+
+def test_a_partitions_snapshot_is_taken_again_only_for_a_transaction_committed_by_the_epochs_end(postgres_db_module):
+    """``Window.settled`` over a real slot: the chunks' snapshot must see every transaction committed by the
+    epoch's end ``at``; one it misses that committed after ``at`` (its keys' rows come from its old rows) is
+    no reason to take it again (under steady writes almost every snapshot misses one); one it misses that
+    the window does not hold (here: a write to a table outside the publication) cannot be placed, so the
+    snapshot is taken again. ``Window.changes``: the table's changes after ``at``, decoded once."""
+    from types import SimpleNamespace
+
+    from sources._pg import slot as pgslot
+    from sources._pg.snapshot import Window, _changed_rows
+    from streaming_engine.schema import Column, TableSchema
+
+    conn = _connect(postgres_db_module)
+    cur = conn.cursor()
+    cur.execute("CREATE SCHEMA settle; CREATE TABLE settle.t (id int PRIMARY KEY, v text); "
+                "ALTER TABLE settle.t REPLICA IDENTITY FULL; CREATE TABLE settle.other (id int); "
+                "CREATE PUBLICATION settle_pub FOR TABLE settle.t")
+    cur.execute("SELECT pg_create_logical_replication_slot('settle_slot', 'pgoutput')")
+    try:
+        def xid(sql: str) -> int:
+            cur.execute(sql + " RETURNING pg_current_xact_id()::text")
+            return int(cur.fetchone()[0])
+
+        start = pgslot.epoch_end(cur)
+        before = xid("INSERT INTO settle.t VALUES (1, 'a'), (5, 'b')")
+        at = pgslot.epoch_end(cur)
+        after = xid("UPDATE settle.t SET v = 'c' WHERE id = 5")
+        elsewhere = xid("INSERT INTO settle.other VALUES (1)")
+        high = pgslot.epoch_end(cur)
+        spec = SimpleNamespace(slot="settle_slot", publication="settle_pub", connection=SimpleNamespace(database="postgres"))
+        window = Window(start)
+        top = max(before, after, elsewhere) + 1
+        assert window.settled(spec, conn, at, high, (before, top, set()), set())  # it sees them all
+        assert not window.settled(spec, conn, at, high, (before, top, {before}), {before})
+        assert window.settled(spec, conn, at, high, (before, top, {after}), {after})
+        assert not window.settled(spec, conn, at, high, (before, top, {elsewhere}), {elsewhere})
+        table = TableSchema("postgres.settle.t", (Column("id", "int"), Column("v", "string")), ("id",))
+        changes = window.changes(spec, table, at, high)
+        assert changes == [((5,), {"id": "5", "v": "b"}, (5,), {"id": "5", "v": "c"})], changes
+        assert _changed_rows(changes, table, [0], [10]) == {("5",): {"id": "5", "v": "b"}}  # its row at ``at``
+        assert _changed_rows(changes, table, [5], None) == {}  # another chunk's key
+    finally:
+        cur.execute("SELECT pg_drop_replication_slot('settle_slot')")
+        cur.execute("DROP PUBLICATION settle_pub; DROP SCHEMA settle CASCADE")
+        conn.close()
