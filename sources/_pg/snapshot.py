@@ -355,14 +355,14 @@ def _copy_batches(conn: Any, sql: str, params: list, width: int) -> Iterator[Any
         if not source.peek(1):  # nothing written (the last chunk of a table whose keys ended at the bound)
             raise_failure()
             return
-        reader = csv.open_csv(
-            source,
-            read_options=csv.ReadOptions(column_names=names, block_size=4 << 20),
-            parse_options=csv.ParseOptions(newlines_in_values=True),
-            convert_options=csv.ConvertOptions(column_types={n: pa.string() for n in names}, null_values=[""],
-                                               strings_can_be_null=True, quoted_strings_can_be_null=False),
-        )
-        try:
+        try:  # (opening reads the first block: a COPY failing inside it is a cut row there)
+            reader = csv.open_csv(
+                source,
+                read_options=csv.ReadOptions(column_names=names, block_size=4 << 20),
+                parse_options=csv.ParseOptions(newlines_in_values=True),
+                convert_options=csv.ConvertOptions(column_types={n: pa.string() for n in names}, null_values=[""],
+                                                   strings_can_be_null=True, quoted_strings_can_be_null=False),
+            )
             for batch in reader:
                 yield batch
         except pa.ArrowInvalid:  # a row cut short: COPY failed midway (its error says why), else the text itself
