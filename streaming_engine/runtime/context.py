@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -54,8 +55,15 @@ class EpochContext:
     commit_parallelism: int = 1  # per-table Spark jobs (MERGEs, writes) a sink may run concurrently
     log_parallelism: int = 1  # per-table Delta log operations (state reads, commits of written files) at a time
     extras: dict[str, Any] = field(default_factory=dict)
-    # when the sink's input is a multi-table source batch untouched by
-    # transforms: that batch (persisted, grouped by table) and, per table id,
-    # the ordinals of the batch columns holding the table's columns, so a sink
-    # may write every table in ONE pass instead of one job per table
-    envelope: "tuple[DataFrame, dict[str, tuple[int, ...]]] | None" = None
+    # builds :attr:`envelope` when a sink first asks for it (None: no envelope)
+    envelope_of: "Callable[[], tuple[DataFrame, dict[str, tuple[int, ...]]] | None] | None" = None
+
+    @functools.cached_property
+    def envelope(self) -> "tuple[DataFrame, dict[str, tuple[int, ...]]] | None":
+        """When the sink's input is a multi-table batch shuffled by table (the
+        source batch itself, or the frames transforms made of it, in one
+        envelope, each table's rows in one partition): that batch and, per table
+        id, the ordinals of the batch columns holding the table's columns, so a
+        sink may write every table in ONE pass instead of one job per table.
+        Built on first use (a sink writing table by table never pays for it)."""
+        return self.envelope_of() if self.envelope_of is not None else None

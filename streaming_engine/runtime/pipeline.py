@@ -13,6 +13,7 @@ log. This function is the single place where epochs commit.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -433,7 +434,7 @@ class PipelineRunner:
             srcs = [self._vertex(e.src) for e in self.pipeline.edges if e.dst == srcs[0].id]
         return len(srcs) == 1 and srcs[0].kind == "source"
 
-    def _epoch_context(self, lv, batch_id: int, envelope=None) -> EpochContext:
+    def _epoch_context(self, lv, batch_id: int, envelope_of=None) -> EpochContext:
         return EpochContext(
             spark=self.spark,
             job_name=self.dag.job_name,
@@ -445,7 +446,7 @@ class PipelineRunner:
             commit_parallelism=self.dag.env.commit_parallelism,
             log_parallelism=self.dag.env.commit_log_parallelism,
             extras={"checkpoint_location": self.checkpoint},
-            envelope=envelope,
+            envelope_of=envelope_of,
         )
 
     def finish(self) -> None:
@@ -499,7 +500,11 @@ class PipelineRunner:
             todo = rows.subset(frames, [t for t in frames if t not in held])
             faults.maybe_crash("before_sink", batch_id, lv.uid)
             if todo:
-                ctx = self._epoch_context(lv, batch_id, envelope if self._reads_source(v) else None)
+                if self._reads_source(v):
+                    envelope_of = (lambda: envelope) if envelope is not None else None
+                else:  # the frames transforms made of the shuffled batch: one envelope, when a sink asks
+                    envelope_of = functools.partial(_frames_envelope, todo, lv.schema) if grouped is not None else None
+                ctx = self._epoch_context(lv, batch_id, envelope_of)
                 commits.extend(lv.plugin.write(ctx, todo, lv.schema))  # type: ignore[attr-defined]
             faults.maybe_crash("after_sink", batch_id, lv.uid)
         self._committed.update((c.sink, c.table) for c in commits)
@@ -537,6 +542,30 @@ class PipelineRunner:
                     if indeg[e.dst] == 0:
                         ready.append(self._vertex(e.dst))
         return order
+
+
+def _frames_envelope(
+    frames: "Mapping[str, DataFrame]", dataset: Dataset
+) -> "tuple[DataFrame, dict[str, tuple[int, ...]]] | None":
+    """Per-table frames (the envelope's metadata, then the table's columns) of
+    a batch shuffled by table, in ONE multi-table envelope of ``dataset``'s
+    tables, with the ordinals of each table's columns (``EpochContext.envelope``).
+    Each row's table id is the frame's (a transform may have renamed the
+    table), and each frame stays one partition (a transform that shuffled is
+    brought back to one): a table's rows in one partition, as the shuffle by
+    table leaves them. None for fewer than two tables (nothing to share)."""
+    from pyspark.sql import functions as F
+
+    tables = [t for t in dataset.tables if t.table_id in frames]
+    if len(tables) < 2:
+        return None
+    combined = Dataset(tuple(tables))
+    batch = _union_envelopes(
+        [(Dataset((t,)), frames[t.table_id].coalesce(1).withColumn(rows.TABLE, F.lit(t.table_id))) for t in tables],
+        combined,
+    )
+    cols = batch.columns
+    return batch, {t: tuple(cols.index(slot) for slot in slots) for t, slots in rows.layout(combined).columns.items()}
 
 
 def _union_envelopes(frames: list[tuple[Dataset, "DataFrame"]], combined: Dataset) -> "DataFrame":

@@ -16,7 +16,7 @@ from streaming_engine.checkpoint import delta_merge
 TABLES = 3
 
 
-def _job(order: str, epochs: int = 4) -> str:
+def _job(order: str, epochs: int = 4, transform: str = "") -> str:
     cdc = ", ".join(
         f'{{ schema = {{ table = "db.t{i}", fields {{ id = bigint, name = string, seq = bigint, score = double }}, '
         f"primaryKey {{ name = pk{i}, columnNames = [id] }} }}, row.num = {epochs * 40}, rows.per.batch = 40, "
@@ -25,7 +25,8 @@ def _job(order: str, epochs: int = 4) -> str:
     return f"""
 env {{ job.name = merge, job.mode = BATCH }}
 source {{ FakeSource {{ plugin_output = cdc, seed = 5, tables_configs = [ {cdc} ] }} }}
-sink {{ Delta {{ plugin_input = cdc, path = "${{work}}/out/${{table_name}}", save_mode = upsert {order} }} }}
+{transform}
+sink {{ Delta {{ plugin_input = {"copied" if transform else "cdc"}, path = "${{work}}/out/${{table_name}}", save_mode = upsert {order} }} }}
 """
 
 
@@ -40,8 +41,14 @@ def _state(spark, root: Path) -> dict:
     return out
 
 
-@pytest.mark.parametrize("order", ["", ", sequence_column = seq", ", source_order_column = _pos"])
-def test_the_one_job_merge_equals_a_delta_merge_per_table(spark, run_job_text, tmp_path, monkeypatch, order):
+# a transform between the source and the sink: the sink gets the chain's per-table frames in one envelope
+COPY = "transform { Copy { plugin_input = cdc, plugin_output = copied, fields { name2 = name } } }"
+
+
+@pytest.mark.parametrize("order,transform", [("", ""), (", sequence_column = seq", ""),
+                                             (", source_order_column = _pos", ""), ("", COPY)],
+                         ids=["key", "sequence", "source_order", "transform"])
+def test_the_one_job_merge_equals_a_delta_merge_per_table(spark, run_job_text, tmp_path, monkeypatch, order, transform):
     calls = []
     real = delta_merge.merge_tables
 
@@ -51,7 +58,7 @@ def test_the_one_job_merge_equals_a_delta_merge_per_table(spark, run_job_text, t
         return out
 
     monkeypatch.setattr(delta_merge, "merge_tables", spy)
-    ran = run_job_text(_job(order))
+    ran = run_job_text(_job(order, transform=transform))
     assert ran.result.status == "FINISHED", ran.result.error
     assert calls and all(not refused and len(done) == TABLES for done, refused in calls), calls
     one_job = _state(spark, tmp_path / "out")
@@ -59,11 +66,14 @@ def test_the_one_job_merge_equals_a_delta_merge_per_table(spark, run_job_text, t
     monkeypatch.setenv(MERGE_ENV, "per_table")
     other = tmp_path / "per_table"
     other.mkdir()
-    ran2 = run_job_text(_job(order).replace("${work}/out", f"{other}/out").replace("job.name = merge", "job.name = m2"))
+    ran2 = run_job_text(_job(order, transform=transform).replace("${work}/out", f"{other}/out").replace("job.name = merge", "job.name = m2"))
     assert ran2.result.status == "FINISHED", ran2.result.error
     per_table = _state(spark, other / "out")
     assert one_job == per_table
     assert sum(len(v) for k, v in one_job.items() if "/" not in k) > 0
+    if transform:  # the transform's column reached every table
+        assert all(spark.read.format("delta").load(str(tmp_path / "out" / t)).columns[-1] == "name2"
+                   for t in ("t0", "t1", "t2"))
 
 
 @pytest.mark.parametrize("source_order", [True, False])
@@ -154,7 +164,7 @@ def test_an_optimize_between_the_files_and_the_commits_sends_that_table_to_delta
 
     monkeypatch.setattr(faults, "maybe_crash", optimize_then)
     order = ", sequence_column = seq"
-    ran = run_job_text(_job(order))
+    ran = run_job_text(_job(order, transform=transform))
     assert ran.result.status == "FINISHED", ran.result.error
     assert optimized and optimized[0][0]["metrics"]["numFilesRemoved"] > 0, optimized  # it did rewrite files
     paths = {t: merge_paths(tmp_path / "out" / t) for t in ("t0", "t1", "t2")}
@@ -166,6 +176,6 @@ def test_an_optimize_between_the_files_and_the_commits_sends_that_table_to_delta
     monkeypatch.setenv(MERGE_ENV, "per_table")
     other = tmp_path / "per_table"
     other.mkdir()
-    ran2 = run_job_text(_job(order).replace("${work}/out", f"{other}/out").replace("job.name = merge", "job.name = m2"))
+    ran2 = run_job_text(_job(order, transform=transform).replace("${work}/out", f"{other}/out").replace("job.name = merge", "job.name = m2"))
     assert ran2.result.status == "FINISHED", ran2.result.error
     assert one_job == _state(spark, other / "out")

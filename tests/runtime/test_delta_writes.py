@@ -289,32 +289,43 @@ def test_a_table_without_rows_in_an_epoch_is_not_written_then_and_an_empty_one_i
         ("db.a", 0), ("db.a", 1), ("db.b", 0), ("db.b", 1), ("db.c", 0), ("db.d", 0)]
 
 
-def test_a_fan_out_written_in_one_spark_job_equals_one_write_per_table(spark, run_job_text, tmp_path, monkeypatch):
+# the fan-out with a transform between the source and the sink: the sink gets
+# the per-table frames the chain made, in one envelope (pipeline._frames_envelope)
+RENAMED = FANOUT.replace("plugin_input = src,", "plugin_input = renamed,").replace(
+    "sink {", 'transform { TableRename { plugin_input = src, plugin_output = renamed, prefix = "r_" } }\nsink {')
+
+
+@pytest.mark.parametrize("job", [FANOUT, RENAMED], ids=["source", "transform"])
+def test_a_fan_out_written_in_one_spark_job_equals_one_write_per_table(spark, run_job_text, tmp_path, monkeypatch, job):
     """The one-job multi-table write (delta_log.append_tables) against Delta's
     own DataFrameWriter, table by table, for the same epochs: the same rows,
-    per-file statistics, commits, txn actions and operation metrics."""
+    per-file statistics, commits, txn actions and operation metrics; also for
+    the frames of a transform (every table a transform makes is given to the
+    sink, rows or not: db.c's second epoch commits its txn action only)."""
     from streaming_engine.checkpoint import delta_log
     from sinks.delta import WRITER_ENV
 
+    names = ("a", "b", "c") if job is FANOUT else ("r_a", "r_b", "r_c")
     calls = []
     original = delta_log.append_tables
     monkeypatch.setattr(delta_log, "append_tables", lambda *a, **k: calls.append(len(a[2])) or original(*a, **k))
     helper = jvm_class(spark._jvm, delta_log.MULTI_TABLE_CLASS)
     closed_before = helper.filesClosedInBackground()
-    one_job = run_job_text(FANOUT, variables={"work": str(tmp_path / "one")})
+    one_job = run_job_text(job, variables={"work": str(tmp_path / "one")})
     assert one_job.result.status == "FINISHED", one_job.result.error
-    assert calls == [3, 2], calls  # both epochs; db.c has no rows in epoch 1: not written (no commit) then
+    # both epochs; db.c has no rows in epoch 1: not written (no commit) then, when read from the source itself
+    assert calls == ([3, 2] if job is FANOUT else [3, 3]), calls
     # every file was closed (footer, upload) on a task's closer thread while the
     # task wrote on (local mode: the tasks run in this JVM): Parquet's memory
     # pool had room, and the check that reads it still works on this Parquet
-    files = sum(len(_actions(tmp_path / "one" / "out" / n, "add")) for n in ("a", "b", "c"))
+    files = sum(len(_actions(tmp_path / "one" / "out" / n, "add")) for n in names)
     assert files > 0 and helper.filesClosedInBackground() - closed_before == files
     monkeypatch.setenv(WRITER_ENV, "dataframe")
-    per_table = run_job_text(FANOUT.replace("job.name = fan", "job.name = fan2"), variables={"work": str(tmp_path / "per")})
+    per_table = run_job_text(job.replace("job.name = fan", "job.name = fan2"), variables={"work": str(tmp_path / "per")})
     assert per_table.result.status == "FINISHED", per_table.result.error
     assert len(calls) == 2  # not used for the DataFrameWriter run
 
-    for name in ("a", "b", "c"):
+    for name in names:
         one, per = tmp_path / "one" / "out" / name, tmp_path / "per" / "out" / name
         got = spark.read.format("delta").load(str(one))
         want = spark.read.format("delta").load(str(per))
