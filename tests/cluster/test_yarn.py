@@ -38,6 +38,7 @@ def _submit(work: Path, yarn: MiniYarnCluster, mode: str, name: str, queue: str 
             "-e", mode, "-n", name, "--executor-python", PY, "--num-executors", "1", "--executor-memory", "512m",
             "--queue", queue,
             "--conf", "spark.yarn.maxAppAttempts=1", "--conf", "spark.sql.shuffle.partitions=2",
+            "--conf", f"spark.yarn.archive={yarn.spark_archive()}",
             "--conf", f"spark.executor.extraJavaOptions={C1_ONLY_OPTS}"]
     if mode == "cluster":
         argv += ["--driver-memory", "768m", "--conf", f"spark.driver.extraJavaOptions={C1_ONLY_OPTS}"]
@@ -188,7 +189,8 @@ sink {{ Delta {{ plugin_input = tagged, path = "${{work}}/out", save_mode = upse
     argv = [str(ROOT / "spark-submit.sh"), "run", "-c", str(tmp_path / "job.conf"), "-i", f"work={tmp_path}",
             "-m", "yarn", "-e", "cluster", "-n", "yarn_cdc", "--executor-python", PY, "--num-executors", "1",
             "--executor-memory", "512m", "--driver-memory", "768m", "--conf", "spark.yarn.maxAppAttempts=2",
-            "--conf", "spark.sql.shuffle.partitions=2", "--conf", f"spark.executor.extraJavaOptions={C1_ONLY_OPTS}",
+            "--conf", "spark.sql.shuffle.partitions=2", "--conf", f"spark.yarn.archive={yarn.spark_archive()}",
+            "--conf", f"spark.executor.extraJavaOptions={C1_ONLY_OPTS}",
             "--conf", f"spark.driver.extraJavaOptions={C1_ONLY_OPTS}"]
     env = {**os.environ, **yarn.env(), "SPARK_SUBMIT_OPTS": C1_ONLY_OPTS}
     log = (tmp_path / "submit.log").open("w")
