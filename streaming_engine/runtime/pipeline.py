@@ -554,18 +554,14 @@ def _frames_envelope(
     table), and each frame stays one partition (a transform that shuffled is
     brought back to one): a table's rows in one partition, as the shuffle by
     table leaves them. None for fewer than two tables (nothing to share)."""
-    from pyspark.sql import functions as F
-
     tables = [t for t in dataset.tables if t.table_id in frames]
     if len(tables) < 2:
         return None
     combined = Dataset(tuple(tables))
-    batch = _union_envelopes(
-        [(Dataset((t,)), frames[t.table_id].coalesce(1).withColumn(rows.TABLE, F.lit(t.table_id))) for t in tables],
-        combined,
-    )
+    target = rows.layout(combined)
+    batch = rows.join_tables([frames[t.table_id] for t in tables], combined, target)
     cols = batch.columns
-    return batch, {t: tuple(cols.index(slot) for slot in slots) for t, slots in rows.layout(combined).columns.items()}
+    return batch, {t: tuple(cols.index(slot) for slot in slots) for t, slots in target.columns.items()}
 
 
 def _union_envelopes(frames: list[tuple[Dataset, "DataFrame"]], combined: Dataset) -> "DataFrame":

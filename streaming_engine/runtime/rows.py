@@ -242,6 +242,41 @@ def _split_in_jvm(df: "DataFrame", dataset: Dataset, slots: dict[str, tuple[str,
 ENVELOPE_CLASS = "io.streamingengine.spark.Envelope"
 
 
+def join_tables(frames: "Sequence[DataFrame]", dataset: Dataset, target: Layout) -> "DataFrame":
+    """The inverse of :func:`split_tables`: per-table frames (the envelope's
+    metadata, then the table's columns; one per table of ``dataset``, in its
+    order) in ONE multi-table envelope laid out as ``target``, each frame one
+    partition (``coalesce(1)``) and each row's table id its frame's. One py4j
+    call (``Envelope.join``) when the engine's classes are there; built column
+    by column otherwise."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.classic.dataframe import DataFrame
+
+    from streaming_engine.jvm import jvm_class
+
+    spark = frames[0].sparkSession
+    helper = jvm_class(spark._jvm, ENVELOPE_CLASS)  # type: ignore[attr-defined]
+    names = (*META, *(x for pair in target.slots for x in pair), *(x for t in dataset.tables for x in (t.table_id, *t.names)))
+    if helper is not None and not any("\x01" in x or "\x02" in x for x in names):
+        records = ["\x02".join(META), "\x02".join(x for pair in target.slots for x in pair)]
+        for t in dataset.tables:
+            records.append("\x02".join((t.table_id, *[x for pair in zip(t.names, target.columns[t.table_id]) for x in pair])))
+        gateway = spark.sparkContext._gateway  # type: ignore[attr-defined]
+        jframes = gateway.new_array(spark._jvm.org.apache.spark.sql.Dataset, len(frames))  # type: ignore[attr-defined]
+        for i, f in enumerate(frames):
+            jframes[i] = f._jdf
+        return DataFrame(helper.join(jframes, "\x01".join(records)), spark)
+    out = None
+    for t, f in zip(dataset.tables, frames):
+        mine = dict(zip(target.columns[t.table_id], t.names))
+        cols = [F.lit(t.table_id).alias(TABLE), *(column(c) for c in META[1:])]
+        cols += [(column(mine[slot]) if slot in mine else F.lit(None).cast(ddl)).alias(slot) for slot, ddl in target.slots]
+        framed = f.select(*cols).coalesce(1)
+        out = framed if out is None else out.union(framed)
+    assert out is not None
+    return out
+
+
 def blank_metadata(df: "DataFrame", names: "Sequence[str]") -> "DataFrame":
     """``df`` with the metadata columns ``names`` as typed nulls, in the
     envelope's column order, whether ``df`` has them or not (see

@@ -55,6 +55,14 @@ BASE_CONF: dict[str, str] = {
     # statistics, the ledger) and with 100 compiled ~28 of them again every
     # epoch (~0.3-0.5 s of a ~3 s epoch). Measured: 28 -> 0.4 compiles per epoch.
     "spark.sql.codegen.cache.maxEntries": "1000",
+    # Off: with it, a union of single-partition frames is ONE partition (Spark
+    # 4 zips children of the same partitioning): the per-table frames a chain
+    # makes of a batch shuffled by table, unioned for a sink's one-job write of
+    # every table (rows.join_tables), would be written in one task. Off, the
+    # union keeps each frame's partition (a task per table, as the per-table
+    # writes had). Only a union whose consumer needs its children's common
+    # partitioning (an aggregate over unioned bucketed tables) shuffles again.
+    "spark.sql.unionOutputPartitioning": "false",
     # Spark's pools for adaptive query stages (static) add a thread for every
     # stage submitted until the pool holds its maximum (1024 each by default;
     # idle ones end after 60 s): a job with an epoch every second held 950 JVM

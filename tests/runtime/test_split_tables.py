@@ -42,3 +42,31 @@ def test_jvm_and_python_splits_agree(spark, monkeypatch):
     assert got == _collect(py_frames)
     assert got["db.a"] == (["__table", "__kind", "__seq", "id", "odd name.x`y"], [("db.a", "+I", 0, 1, "x"), ("db.a", "+U", 2, 2, "z")])
     assert got["db.b"][1] == [("db.b", "-D", 1, 7, 8, None)]
+
+
+@pytest.mark.spark
+def test_joining_the_split_frames_gives_the_batch_back_in_the_jvm_and_in_python(spark, monkeypatch):
+    """rows.join_tables (the sinks' envelope of per-table frames after transforms)
+    undoes split_tables: the same rows in the same slots, each row's table id
+    its frame's (a frame whose rows say another table, as after a renaming
+    transform, is labelled by the frame), each table in one partition."""
+    from pyspark.sql import functions as F
+
+    from streaming_engine import jvm
+
+    df, ds = _batch(spark)
+    df = df.repartition(3, rows.SEQ)  # each table's rows over several partitions
+    frames = rows.split_tables(df, ds)
+    frames["db.b"] = frames["db.b"].withColumn(rows.TABLE, F.lit("db.old_b"))
+    lay = rows.layout(ds)
+    joined = {}
+    for way in ("jvm", "python"):
+        if way == "python":  # as on a JVM without the engine's jar
+            monkeypatch.setitem(jvm._JVM_CONSTANTS, (id(spark._jvm), rows.ENVELOPE_CLASS), None)
+        batch = rows.join_tables([frames["db.a"], frames["db.b"]], ds, lay)
+        assert batch.columns == df.columns, way
+        assert batch.rdd.getNumPartitions() == 2, way
+        per_partition = batch.rdd.glom().map(lambda part: sorted({r[0] for r in part})).collect()
+        assert sorted(per_partition) == [["db.a"], ["db.b"]], (way, per_partition)
+        joined[way] = sorted(tuple(r) for r in batch.collect())
+    assert joined["jvm"] == joined["python"] == sorted(tuple(r) for r in df.collect())

@@ -46,6 +46,44 @@ public final class Envelope {
     return out;
   }
 
+  /**
+   * The inverse of {@link #split}: per-table frames ({@code frames}, in the
+   * order of the table records) in ONE multi-table envelope. {@code spec}'s
+   * first record is the metadata columns (the table column first), its second
+   * the slots as pairs of (slot column, Spark DDL type); every other record is a
+   * table id, then pairs of (column name, slot). Each frame becomes {@code
+   * select(id AS table column, meta..., column AS slot or a typed null...)},
+   * brought to one partition ({@code coalesce(1)}: a table's rows in one
+   * partition, as the shuffle by table leaves them); the frames are unioned.
+   */
+  public static Dataset<Row> join(Dataset<Row>[] frames, String spec) {
+    String[] records = spec.split(RECORD, -1);
+    String[] meta = records[0].split(FIELD, -1);
+    String[] slots = records[1].split(FIELD, -1);
+    int n = slots.length / 2;
+    Dataset<Row> out = null;
+    for (int i = 0; i < frames.length; i++) {
+      String[] f = records[2 + i].split(FIELD, -1);
+      java.util.Map<String, String> bySlot = new java.util.HashMap<>();
+      for (int p = 1; p + 1 < f.length; p += 2) {
+        bySlot.put(f[p + 1], f[p]);
+      }
+      Column[] cols = new Column[meta.length + n];
+      cols[0] = functions.lit(f[0]).alias(meta[0]);
+      for (int m = 1; m < meta.length; m++) {
+        cols[m] = col(meta[m]);
+      }
+      for (int s = 0; s < n; s++) {
+        String slot = slots[2 * s];
+        String name = bySlot.get(slot);
+        cols[meta.length + s] = (name != null ? col(name) : functions.lit(null).cast(slots[2 * s + 1])).alias(slot);
+      }
+      Dataset<Row> framed = frames[i].select(cols).coalesce(1);
+      out = out == null ? framed : out.union(framed);
+    }
+    return out;
+  }
+
   private static Column col(String name) {
     return functions.col("`" + name.replace("`", "``") + "`");
   }
