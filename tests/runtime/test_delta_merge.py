@@ -164,7 +164,7 @@ def test_an_optimize_between_the_files_and_the_commits_sends_that_table_to_delta
 
     monkeypatch.setattr(faults, "maybe_crash", optimize_then)
     order = ", sequence_column = seq"
-    ran = run_job_text(_job(order, transform=transform))
+    ran = run_job_text(_job(order))
     assert ran.result.status == "FINISHED", ran.result.error
     assert optimized and optimized[0][0]["metrics"]["numFilesRemoved"] > 0, optimized  # it did rewrite files
     paths = {t: merge_paths(tmp_path / "out" / t) for t in ("t0", "t1", "t2")}
@@ -176,6 +176,6 @@ def test_an_optimize_between_the_files_and_the_commits_sends_that_table_to_delta
     monkeypatch.setenv(MERGE_ENV, "per_table")
     other = tmp_path / "per_table"
     other.mkdir()
-    ran2 = run_job_text(_job(order, transform=transform).replace("${work}/out", f"{other}/out").replace("job.name = merge", "job.name = m2"))
+    ran2 = run_job_text(_job(order).replace("${work}/out", f"{other}/out").replace("job.name = merge", "job.name = m2"))
     assert ran2.result.status == "FINISHED", ran2.result.error
     assert one_job == _state(spark, other / "out")
