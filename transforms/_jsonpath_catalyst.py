@@ -90,9 +90,9 @@ def source_json(col: "Column", spark_type: str) -> "Column":
     if spark_type.startswith("struct<"):
         from pyspark.sql.types import StructType
 
-        from streaming_engine.runtime.rows import _ddl_json
+        from streaming_engine.runtime.rows import data_type
 
-        struct = StructType.fromJson(_ddl_json(f"v {spark_type}")).fields[0].dataType
+        struct = data_type(spark_type)
         assert isinstance(struct, StructType)
         parts = [_json_value(col.getField(f.name)) for f in struct.fields]
         body = F.concat_ws(",", *parts) if parts else F.lit("")

@@ -20,6 +20,7 @@ tables) through Arrow, the shuffle and the cache), and types never clash.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Sequence, TypeVar
@@ -31,7 +32,7 @@ from streaming_engine.schema import (  # noqa: F401  (the envelope's names, re-e
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import DataType, StructType
 
 # A record a source could not decode travels as a row whose REJECT column
 # holds its dead letter (every good row: null); the runtime writes those rows
@@ -100,33 +101,61 @@ def table_ddl(table: TableSchema, meta: bool = True) -> str:
 
 
 def table_struct(table: TableSchema, meta: bool = True) -> "StructType":
-    from pyspark.sql.types import StructType
+    """What parsing :func:`table_ddl` gives (every field nullable), built from
+    the columns' types (:func:`data_type`)."""
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-    return StructType.fromJson(_ddl_json(table_ddl(table, meta)))
+    fields = [StructField(TABLE, StringType(), True), StructField(KIND, StringType(), True),
+              StructField(SEQ, LongType(), True)] if meta else []
+    return StructType(fields + [StructField(c.name, data_type(c.type), True) for c in table.columns])
+
+
+# DDL type names whose Spark type no session setting changes (``string`` may
+# carry a session's default collation, ``timestamp`` is ``spark.sql.timestampType``):
+# built here; any other type is parsed by the JVM, once per process.
+_FIXED_TYPES = {
+    "bigint": "LongType", "long": "LongType", "int": "IntegerType", "integer": "IntegerType",
+    "smallint": "ShortType", "short": "ShortType", "tinyint": "ByteType", "byte": "ByteType",
+    "double": "DoubleType", "float": "FloatType", "real": "FloatType", "boolean": "BooleanType",
+    "date": "DateType", "binary": "BinaryType",
+}
+_DECIMAL = re.compile(r"(?:decimal|dec|numeric)\(\s*(\d+)\s*,\s*(\d+)\s*\)")
+
+
+def data_type(ddl: str) -> "DataType":
+    """The Spark type of a DDL type string, as the JVM's parser gives it. A
+    driver asks for every table's types when it plans (a query start of 20
+    tables parsed ~40 DDL strings in a cold JVM: ~3 s); fixed types are built
+    without the JVM, the others parsed once per process."""
+    import pyspark.sql.types as T
+
+    key = ddl.strip().lower()
+    fixed = _FIXED_TYPES.get(key)
+    if fixed is not None:
+        return getattr(T, fixed)()
+    m = _DECIMAL.fullmatch(key)
+    if m is not None and int(m[2]) <= int(m[1]) and 1 <= int(m[1]) <= 38:  # else the JVM says what is wrong
+        return T.DecimalType(int(m[1]), int(m[2]))
+    return T._parse_datatype_json_value(_type_json(ddl))
 
 
 @functools.lru_cache(maxsize=4096)
-def _ddl_json(ddl: str) -> dict:
-    """A DDL string parsed (by the JVM: one py4j call) once per process; a
-    fan-out asks for the same tables' structs every epoch."""
-    from pyspark.sql.types import StructType, _parse_datatype_string
+def _type_json(ddl: str) -> "dict | str":
+    """A DDL type parsed by the JVM (one py4j call), once per process."""
+    from pyspark.sql.types import _parse_datatype_string
 
-    dt = _parse_datatype_string(ddl)
-    assert isinstance(dt, StructType)
-    return dt.jsonValue()
+    return _parse_datatype_string(ddl).jsonValue()
 
 
 def envelope_struct(dataset: Dataset) -> "StructType":
     """The streaming schema a source produces for ``dataset``."""
     from pyspark.sql.types import StructField, StructType
 
-    from pyspark.sql.types import _parse_datatype_string
-
     if not dataset.is_multi_table:
         return table_struct(dataset.tables[0])
     fields = list(table_struct(dataset.tables[0]).fields[:3])
     for slot, ddl in layout(dataset).slots:
-        fields.append(StructField(slot, _parse_datatype_string(ddl), True))
+        fields.append(StructField(slot, data_type(ddl), True))
     return StructType(fields)
 
 

@@ -70,3 +70,23 @@ def test_joining_the_split_frames_gives_the_batch_back_in_the_jvm_and_in_python(
         assert sorted(per_partition) == [["db.a"], ["db.b"]], (way, per_partition)
         joined[way] = sorted(tuple(r) for r in batch.collect())
     assert joined["jvm"] == joined["python"] == sorted(tuple(r) for r in df.collect())
+
+
+@pytest.mark.spark
+def test_types_built_without_the_jvm_equal_the_jvm_parse(spark):
+    """rows.data_type builds the fixed types in Python and parses the others in
+    the JVM: every one equals Spark's own parse, and a table's struct equals the
+    parse of its DDL (the envelope's metadata first, every field nullable)."""
+    from pyspark.sql.types import _parse_datatype_string
+
+    names = ["bigint", "long", "INT", "integer", "smallint", "short", "tinyint", "byte", "double", "float", "real",
+             "boolean", "date", "binary", "decimal(12,2)", "DECIMAL(38, 0)", "numeric(5,5)", "dec(1,0)", "string",
+             "timestamp", "timestamp_ntz", "array<string>", "map<string,bigint>", "struct<a:int,`b c`:string>"]
+    for name in names:
+        assert rows.data_type(name) == _parse_datatype_string(name), name
+    with pytest.raises(Exception, match="(?i)decimal"):
+        rows.data_type("decimal(40,2)")  # as Spark refuses it
+    table = schema_from_fields("db.t", {"id": "bigint", "odd name.x`y": "string", "amount": "decimal(12,2)",
+                                        "at": "timestamp", "tags": "array<string>"})
+    assert rows.table_struct(table) == _parse_datatype_string(rows.table_ddl(table))
+    assert rows.table_struct(table, meta=False) == _parse_datatype_string(rows.table_ddl(table, meta=False))
