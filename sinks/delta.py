@@ -300,6 +300,9 @@ class Delta(Sink):
                 if table.truncates:
                     mode += (", truncates end the current versions" if o.stored_as_scd_type == 2 else
                              ", truncates clear older rows" if o.source_order_column else ", truncates clear the table")
+            if table.evolution:
+                mode += (f", columns renamed or dropped in the source are here too ({table.evolution}: column "
+                         "mapping, delta.columnMapping.mode = name, set at the first such change; it cannot be undone)")
             out.append(f"{table.table_id} -> {where} ({mode})")
         return out
 
@@ -346,6 +349,8 @@ class Delta(Sink):
             location = delta_txn.location(ctx.spark, target)
             if location is None:  # a catalog table that does not exist yet: saveAsTable creates it
                 return -1, None
+            if t.evolution and target.exists(ctx.spark):
+                self._follow_source(ctx, t, target, location)
             struct = rows.table_struct(t, meta=False)
             state = delta_log.inspect(
                 ctx.spark, location, ctx.txn_app_id(t.table_id), struct, o.partition_by or (), read_since_ms=opening,
@@ -364,6 +369,44 @@ class Delta(Sink):
         self._engine_writes = {t.table_id: loc for t, (_, loc) in zip(dataset.tables, found) if loc is not None}
         self._locations = [loc for t in dataset.tables if (loc := delta_txn.location(ctx.spark, self._target(t)))]
         return {t.table_id: epoch for t, (epoch, _) in zip(dataset.tables, found)}
+
+    def _follow_source(self, ctx: Any, t: TableSchema, target: Any, location: str) -> None:
+        """A source under evolve renamed or dropped columns of ``t``: rename and drop them in the table (and
+        a renamed key column in its tombstone table), under column mapping. Under try_evolve a change Delta
+        refuses is logged and left: the table keeps the column as lenient would (not written from then on)."""
+        from streaming_engine.checkpoint import delta_txn
+
+        have = delta_txn.column_names(ctx.spark, target)
+        lower = {n.lower() for n in have}
+        renames = []
+        for c in t.columns:
+            if c.former and c.name.lower() not in lower:
+                was = next((f for f in reversed(c.former) if f.lower() in lower), None)
+                if was is not None:
+                    renames.append((next(n for n in have if n.lower() == was.lower()), c.name))
+        inputs = {n.lower() for n in t.names}
+        drops = [n for n in have if n.lower() in {d.lower() for d in t.dropped} and n.lower() not in inputs]
+        if not renames and not drops:
+            return
+        said = "; ".join(x for x in (", ".join(f"{a} renamed to {b}" for a, b in renames),
+                                      f"dropped {', '.join(drops)}" if drops else "") if x)
+        try:
+            delta_txn.rename_and_drop_columns(ctx.spark, target, renames, drops)
+            tombs = delta_txn.tombstones_location(location)
+            keys = [(a, b) for a, b in renames if b in self.key_for(t)]
+            if keys and delta_txn.Target(tombs).exists(ctx.spark):
+                delta_txn.rename_and_drop_columns(ctx.spark, delta_txn.Target(tombs), keys, [])
+        except Exception as e:  # noqa: BLE001 - Delta's refusal, said (evolve) or logged (try_evolve)
+            why = (str(e).strip().splitlines() or [type(e).__name__])[0][:400]
+            if t.evolution != "try_evolve":
+                raise _incompatible(t, f"Delta table {target.name} could not follow the source ({said}): {why}; "
+                                       "set schema.change.behavior = try_evolve (the table keeps such columns) or "
+                                       "lenient in the source") from None
+            log.warning("Delta table: the source's schema change not applied (try_evolve)",
+                        extra={"target": target.name, "table": t.table_id, "change": said, "reason": why})
+            return
+        log.warning("Delta table: columns renamed or dropped as in the source (column mapping)",
+                    extra={"target": target.name, "table": t.table_id, "change": said})
 
     def _evolve(self, ctx: Any, t: TableSchema, target: Any) -> bool:
         """Columns of the input the existing table lacks: added (``schema_evolution = add_columns``; True), else

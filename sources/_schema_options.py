@@ -30,12 +30,12 @@ DEFAULT_TABLE_ID = "default"
 SchemaChangeBehavior = Literal["lenient", "exception", "ignore", "evolve", "try_evolve"]
 
 
-def check_schema_change_behavior(v: str | None, where: str) -> str | None:
-    """``v`` as given; evolve and try_evolve are refused with the reason."""
-    if v in ("evolve", "try_evolve"):
-        raise ValueError(f"{where} = {v}: drops and renames reach Delta only through column mapping "
-                         "(delta.columnMapping.mode = name), which the engine's writers do not handle yet; set "
-                         "lenient (new columns reach the sinks, dropped ones stay), exception or ignore")
+def check_schema_change_behavior(v: str | None, where: str, evolves: str | None = None) -> str | None:
+    """``v`` as given; evolve and try_evolve are refused with the reason ``evolves`` (a source that tells a
+    rename from a drop and an add, passes None), which must say why the source cannot."""
+    if v in ("evolve", "try_evolve") and evolves is not None:
+        raise ValueError(f"{where} = {v}: {evolves}; set lenient (new columns reach the sinks, dropped ones stay), "
+                         "exception or ignore")
     return v
 
 _VECTOR_TYPES = {"float_vector", "float16_vector", "bfloat16_vector", "binary_vector", "sparse_float_vector"}

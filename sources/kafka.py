@@ -115,6 +115,10 @@ from streaming_engine.config.keys import dotted_map
 from streaming_engine.plugins.registry import register
 from streaming_engine.schema import Dataset
 
+# why a Debezium event stream cannot drive evolve: its schema names the columns, nothing says which is which
+_NO_EVOLVE = ("a Debezium event's schema lists the columns by name only, so a rename cannot be told from a drop and "
+              "an add (whose rows would lose the column's values); use a Postgres-CDC source for evolve")
+
 Format = Literal["json", "text", "debezium_json"]
 PROTOBUF = (
     "format protobuf needs a compiled descriptor (Spark's from_protobuf), not a .proto text, and no protobuf "
@@ -338,7 +342,7 @@ class KafkaSourceOptions(SourceOptions):
         "names): ignore (default: the declared columns only, as a declared subset means), exception (the job fails "
         "naming the columns added or dropped and the record), lenient (columns beyond the declared ones reach the "
         "sinks with the types of the event's schema, the pipeline planned again; needs "
-        "debezium_record_include_schema). evolve/try_evolve: refused.")
+        "debezium_record_include_schema). evolve/try_evolve: refused (" + _NO_EVOLVE + ").")
 
     _fmt = field_validator("format", mode="before")(lambda cls, v: _format(v))
 
@@ -433,7 +437,7 @@ class KafkaSourceOptions(SourceOptions):
         for item in items:
             behavior = self.of(item, "schema_change_behavior")
             where = f"tables_configs item {item.table!r}: " if item is not None else ""
-            check_schema_change_behavior(behavior, f"{where}schema.change.behavior")
+            check_schema_change_behavior(behavior, f"{where}schema.change.behavior", _NO_EVOLVE)
             if behavior == "ignore":
                 continue
             if self.of(item, "format") != "debezium_json":

@@ -39,7 +39,14 @@ the new columns, without a restart of the job: the epoch in flight is read
 again with them and the Delta sinks add them to their tables; a dropped
 column stays in the plan, null from then on (a renamed one is both: the old
 name stays, the new is added, as Flink CDC's lenient takes a rename); ``exception`` fails the job
-naming the change; ``ignore`` keeps the planned columns. pgoutput sends no
+naming the change; ``ignore`` keeps the planned columns; ``evolve`` plans
+the pipeline again with the catalog's columns exactly: a column is known by
+its number (attnum, which a RENAME keeps), so the sinks rename it
+(``Column.former``: a change from before the rename, read again, is named by
+its new name) and drop a dropped one (``TableSchema.dropped``); on Delta that
+takes column mapping (``delta.columnMapping.mode = name``, which cannot be
+undone), said in ``explain``. ``try_evolve`` is evolve where a sink cannot
+apply a change: its table then stays as lenient leaves it. pgoutput sends no
 DDL: a change is seen in the Relation message before the table's next row
 change. A TRUNCATE follows ``truncate_events`` (ours,
 as the Kafka source's: reject, apply or ignore). ``job.mode = BATCH``: a run
@@ -60,7 +67,7 @@ from sources._schema_options import SchemaChangeBehavior, check_schema_change_be
 from streaming_engine.errors import SchemaError
 from streaming_engine.plugins.base import Source, SourceOptions, refused
 from streaming_engine.plugins.registry import register
-from streaming_engine.schema import Dataset
+from streaming_engine.schema import Dataset, TableSchema
 
 _EXACT_CHUNKS = ("Accepted: chunks are cut at every snapshot.split.size-th key (an index scan), so neither a "
                  "distribution factor nor sampling is needed.")
@@ -131,7 +138,9 @@ class PostgresCdcOptions(SourceOptions):
         "lenient", alias="schema.change.behavior",
         description="A table's columns changed while the job runs (Flink CDC's names): lenient (new columns reach "
                     "the sinks, the pipeline planned again; dropped columns stay, null from then on), exception (the "
-                    "job fails naming the change) or ignore (the planned columns only). evolve/try_evolve: refused.")
+                    "job fails naming the change), ignore (the planned columns only), evolve (the catalog's "
+                    "columns: renames and drops reach the sinks too; Delta tables get column mapping) or try_evolve "
+                    "(evolve; a change a sink cannot apply leaves its table as lenient does).")
     truncate_events: Literal["reject", "apply", "ignore"] = Field(
         "reject", description="TRUNCATE: reject (the job fails), apply (the sink clears the table) or ignore.")
 
@@ -214,6 +223,9 @@ class PostgresCdc(Source):
         tables = []
         for t in now.tables:
             old = before.get(t.table_id)
+            if old is not None and t.evolution:
+                tables.append(_evolved(old, t))
+                continue
             if old is None or behaviors.get(t.table_id) != "lenient":
                 tables.append(t)
                 continue
@@ -252,6 +264,10 @@ class PostgresCdc(Source):
         finally:
             db.close()
         self.__dict__["_type_oids"] = {i.schema.table_id: dict(i.type_oids) for i in infos}
+        evolving = {t: b for t, b in o.schema_changes().items() if b in ("evolve", "try_evolve")}
+        infos = [i if i.schema.table_id not in evolving else replace(i, schema=replace(
+            i.schema, evolution=evolving[i.schema.table_id],
+            columns=tuple(replace(c, origin=dict(i.attnums)[c.name]) for c in i.schema.columns))) for i in infos]
         not_full = [i.schema.table_id for i in infos if i.replica_identity != "f"]
         if not_full:
             first = not_full[0].split(".", 1)[1]
@@ -272,6 +288,8 @@ class PostgresCdc(Source):
         start = (f"snapshot first: chunks of {o.snapshot_split_size} keys, {o.snapshot_chunks_per_epoch} per epoch"
                  if o.startup_mode == "initial" else "changes from the slot's position")
         changes = sorted(set(o.schema_changes().values()))
+        if {"evolve", "try_evolve"} & set(changes):
+            changes.append("renames and drops reach the sinks")
         return (f"Postgres-CDC {o.connection().where()} slot {o.slot} ({len(self.output().tables)} tables, {start}; "
                 f"REPLICA IDENTITY FULL; schema changes: {'/'.join(changes)})")
 
@@ -323,6 +341,35 @@ class PostgresCdc(Source):
                     chunks_per_epoch=o.snapshot_chunks_per_epoch, schema_changes=o.schema_changes(),
                     planned_at=self.__dict__.get("_planned_at", 0), type_oids=self.__dict__.get("_type_oids", {}))
         return read_stream(spec, conn.password, ctx)
+
+
+def _evolved(old: "TableSchema", now: "TableSchema") -> "TableSchema":
+    """A table under evolve planned again: the catalog's columns ``now``, each with the names it had
+    (``former``: renamed since ``old``, matched by attnum) and the columns dropped since (``dropped``). A name
+    that meant another column before (dropped or renamed, then added again) is refused: the changes still to
+    apply from before could not be told from the new column's."""
+    from dataclasses import replace
+
+    by_origin = {c.origin: c for c in old.columns if c.origin is not None}
+    by_name = {c.name: c for c in old.columns}
+    columns = []
+    for c in now.columns:
+        was = by_origin.get(c.origin) or (by_name.get(c.name) if by_name.get(c.name, c).origin is None else None)
+        former = () if was is None else was.former + ((was.name,) if was.name != c.name else ())
+        columns.append(replace(c, former=former))
+    kept = {c.origin for c in now.columns}
+    dropped = [c.name for c in old.columns if c.origin is not None and c.origin not in kept]
+    reused = [c.name for c in columns
+              if (c.name in by_name and by_name[c.name].origin not in (None, c.origin))
+              or c.name in old.dropped or any(c.name in o.former for o in columns if o is not c)]
+    if reused:
+        raise SchemaError("SCHEMA.CHANGED", {"detail": (
+            f"table {now.table_id}: column {reused[0]} is a new column with the name of one renamed or dropped before "
+            f"(schema.change.behavior = {now.evolution}); the changes of the old one still to apply could not be told "
+            "from the new one's: rename the new column in PostgreSQL, or stop the job, drop the old column from "
+            "the sinks' tables and start the job on a new checkpoint")})
+    return replace(now, columns=tuple(columns),
+                   dropped=tuple(dict.fromkeys((*old.dropped, *(d for d in dropped if d not in old.dropped)))))
 
 
 def _end_offsets(sources: list[dict]) -> list[dict]:

@@ -154,12 +154,24 @@ class Column:
     name: str
     type: str
     nullable: bool = True
+    # A source that tells columns apart by more than their names (Postgres-CDC: the column's attnum) says which
+    # of its columns this is: a rename keeps it. Sources under schema.change.behavior = evolve only.
+    origin: int | None = None
+    former: tuple[str, ...] = ()  # the names it had before (renames in the source, oldest first): sinks rename
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"name": self.name, "type": self.type}
         if not self.nullable:
             d["nullable"] = False
+        if self.origin is not None:
+            d["origin"] = self.origin
+        if self.former:
+            d["former"] = list(self.former)
         return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Column":
+        return cls(d["name"], d["type"], d.get("nullable", True), d.get("origin"), tuple(d.get("former", ())))
 
 
 @dataclass(frozen=True)
@@ -168,6 +180,11 @@ class TableSchema:
     columns: tuple[Column, ...]
     primary_key: tuple[str, ...] = ()
     truncates: bool = False  # rows may include TRUNCATE control rows (see TRUNCATE)
+    # schema.change.behavior = evolve or try_evolve of its source (None: any other): the sinks rename the columns
+    # renamed there (Column.former) and drop those it dropped (``dropped``); try_evolve keeps a sink's table as
+    # lenient does where the sink cannot apply the change
+    evolution: str | None = None
+    dropped: tuple[str, ...] = ()  # columns the source dropped under evolve (its sinks drop them too)
 
     # -- lookups ---------------------------------------------------------
     @property
@@ -216,7 +233,16 @@ class TableSchema:
             d["primary_key"] = list(self.primary_key)
         if self.truncates:
             d["truncates"] = True
+        if self.evolution:
+            d["evolution"] = self.evolution
+        if self.dropped:
+            d["dropped"] = list(self.dropped)
         return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TableSchema":
+        return cls(d["table"], tuple(Column.from_dict(c) for c in d["columns"]), tuple(d.get("primary_key", ())),
+                   bool(d.get("truncates", False)), d.get("evolution"), tuple(d.get("dropped", ())))
 
     def ddl(self) -> str:
         return ", ".join(f"{_quote(c.name)} {c.type}" for c in self.columns)

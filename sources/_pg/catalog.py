@@ -126,6 +126,7 @@ class TableInfo:
     oid: int
     replica_identity: str  # d, n, f, i
     type_oids: tuple[tuple[str, int], ...] = ()  # (column, pg_type oid): what pgoutput's Relation messages carry
+    attnums: tuple[tuple[str, int], ...] = ()  # (column, attnum): a column's number, which a RENAME keeps
 
 
 def split_table_names(names: list[str]) -> list[str]:
@@ -152,14 +153,15 @@ def discover(cur: Any, database: str, table_names: list[str], keys: dict[str, li
             raise ValueError(f"table {full!r} does not exist in {database!r} (or is not a table)")
         oid, identity = int(row[0]), row[1]
         cur.execute(
-            "SELECT a.attname, t.typname, a.atttypmod, a.attnotnull, a.atttypid FROM pg_attribute a "
+            "SELECT a.attname, t.typname, a.atttypmod, a.attnotnull, a.atttypid, a.attnum FROM pg_attribute a "
             "JOIN pg_type t ON t.oid = a.atttypid WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped "
             # generated columns: pgoutput (before PostgreSQL 18) does not send them, so neither does the snapshot
             "AND a.attgenerated = '' ORDER BY a.attnum", (oid,))
-        columns, oids = [], []
-        for name, typname, typmod, notnull, type_oid in cur.fetchall():
+        columns, oids, attnums = [], [], []
+        for name, typname, typmod, notnull, type_oid, attnum in cur.fetchall():
             columns.append(Column(name, engine_type(full, name, typname, typmod), nullable=not notnull))
             oids.append((name, int(type_oid)))
+            attnums.append((name, int(attnum)))
         cur.execute(
             "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
             "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = %s AND i.indisprimary "
@@ -169,7 +171,7 @@ def discover(cur: Any, database: str, table_names: list[str], keys: dict[str, li
         missing = [k for k in pk if k not in names]
         if missing:
             raise ValueError(f"table-names-config gives {full!r} the key {missing}, which it has no column of")
-        out.append(TableInfo(TableSchema(full, tuple(columns), pk), oid, identity, tuple(oids)))
+        out.append(TableInfo(TableSchema(full, tuple(columns), pk), oid, identity, tuple(oids), tuple(attnums)))
     return out
 
 

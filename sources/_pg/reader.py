@@ -106,6 +106,8 @@ class _Rows:
             (only,) = spec.tables
             self.width = len(only.columns)
             self.places = {only.table_id: tuple(range(self.width))}
+        # a column's former names (renamed under evolve): a change from before the rename names it so
+        self.aliases = {t.table_id: {was: c.name for c in t.columns for was in c.former} for t in spec.tables}
         self.relations: dict[int, Relation] = {}
         self._checked: dict[int, Relation] = {}  # relation oid -> the Relation message whose columns were checked
         self.progress = Progress(self.tables, progress)
@@ -142,6 +144,13 @@ class _Rows:
         arrays.append(pa.nulls(n, pa.int64()))  # COMMIT_TIME: a snapshot row has none
         return pa.RecordBatch.from_arrays(arrays, schema=self._arrow)
 
+    def named(self, table: TableSchema, values: dict | None) -> dict | None:
+        """``values`` (a Relation's names) by the table's planned names: a column's former name is its name now."""
+        aliases = self.aliases.get(table.table_id)
+        if not aliases or values is None:
+            return values
+        return {aliases.get(k, k): v for k, v in values.items()}
+
     def table_of(self, relation: Relation) -> TableSchema | None:
         return self.tables.get(f"{self.database}.{relation.namespace}.{relation.name}")
 
@@ -156,7 +165,7 @@ class _Rows:
         table = self.table_of(relation)
         if table is None:
             return  # a table of the publication this job does not read
-        old, new = relation.values(change.old), relation.values(change.new)
+        old, new = self.named(table, relation.values(change.old)), self.named(table, relation.values(change.new))
         if new is not None and any(v is UNCHANGED_TOAST for v in new.values()):
             if change.old_kind != "O":
                 raise RuntimeFailure("RUNTIME.FAILED", {"detail": (
@@ -199,16 +208,17 @@ class _Rows:
         added = [n for n in names if n not in planned]
         dropped = [c.name for c in table.columns if c.name not in set(names)]
         behavior = self.spec.schema_changes.get(table.table_id, "lenient")
+        evolves = behavior in ("evolve", "try_evolve")
         retyped = self._retyped(table, relation)
         if retyped and behavior != "ignore":
             said = ", ".join(f"{name} {old} -> {new or 'a type the engine does not map'}" for name, old, new in retyped)
-            if behavior == "lenient" and all(new and widens(old, new) for _, old, new in retyped):
+            if behavior != "exception" and all(new and widens(old, new) for _, old, new in retyped):
                 raise RuntimeFailure("RUNTIME.SCHEMA_CHANGED", {"detail": (
                     f"table {table.table_id} has wider column types: {said} (its change at LSN {lsn_text(lsn)}); the "
                     "pipeline is planned again to read them")})
             raise SchemaError("SCHEMA.CHANGED", {"detail": (
                 f"table {table.table_id}: column types changed while the job ran: {said} (its change at LSN "
-                f"{lsn_text(lsn)}); {'lenient applies only widenings (a larger integer, float to double, a decimal of more digits); ' if behavior == 'lenient' else ''}"
+                f"{lsn_text(lsn)}); {f'{behavior} applies only widenings (a larger integer, float to double, a decimal of more digits: Delta changes no other type in place); ' if behavior != 'exception' else ''}"
                 "set the table's schema.change.behavior = ignore to read the values as the planned types, or stop "
                 "the job and change the Delta tables' columns to the new type before starting it again")})
         change = "; ".join(x for x in (f"added: {', '.join(added)}" if added else "",
@@ -222,6 +232,10 @@ class _Rows:
             raise RuntimeFailure("RUNTIME.SCHEMA_CHANGED", {"detail": (
                 f"table {table.table_id} has new columns {', '.join(added)} (its change at LSN {lsn_text(lsn)}); "
                 "the pipeline is planned again to read them")})
+        if change and evolves:
+            raise RuntimeFailure("RUNTIME.SCHEMA_CHANGED", {"detail": (
+                f"table {table.table_id} changed (its change at LSN {lsn_text(lsn)}) - columns {change}; the pipeline "
+                f"is planned again ({behavior}: the sinks rename, drop and add them)")})
         self._checked[relation.oid] = relation
 
     def _retyped(self, table: TableSchema, relation: Relation) -> list[tuple[str, str, str | None]]:

@@ -268,6 +268,11 @@ class Window:
             return tuple(int(row[c]) for c in keys) if as_int else tuple(row[c] for c in keys)
 
         found = []
+        aliases = {former: c.name for c in table.columns for former in c.former}  # renamed under evolve
+
+        def named(values: dict | None) -> dict | None:
+            return {aliases.get(k, k): v for k, v in values.items()} if aliases and values is not None else values
+
         for tx in self.transactions:
             if not at < tx.commit.end_lsn <= high:
                 continue
@@ -277,7 +282,7 @@ class Window:
                 rel = self.relations.get(message.relation_oid)
                 if rel is None or f"{spec.connection.database}.{rel.namespace}.{rel.name}" != table.table_id:
                     continue
-                old, new = rel.values(message.old), rel.values(message.new)
+                old, new = named(rel.values(message.old)), named(rel.values(message.new))
                 if message.kind in ("U", "D") and message.old_kind != "O":
                     raise RuntimeFailure("RUNTIME.FAILED", {"detail": (
                         f"table {table.table_id}: a change at {lsn_text(tx.commit.end_lsn)} came without the whole "

@@ -163,6 +163,29 @@ def widen_columns(spark: "SparkSession", t: "Target", fields: list) -> None:
         spark.sql(f"ALTER TABLE {name} ALTER COLUMN `{f.name.replace('`', '``')}` TYPE {f.dataType.simpleString()}")
 
 
+def column_names(spark: "SparkSession", t: "Target") -> list[str]:
+    """The existing table ``t``'s top-level column names, in its order."""
+    table = spark.read.format("delta").load(t.name) if t.is_path else spark.table(t.name)
+    return [f.name for f in table.schema.fields]
+
+
+def rename_and_drop_columns(spark: "SparkSession", t: "Target", renames: list[tuple[str, str]],
+                            drops: list[str]) -> None:
+    """Rename (old, new) and drop columns of table ``t``: Delta allows both only under column mapping
+    (``delta.columnMapping.mode = name``, enabled here first: a protocol upgrade that cannot be undone, after
+    which readers need Delta 1.2 or later). Metadata-only commits (the data files keep the values under their
+    physical names); each statement is idempotent across a crash, as a restart finds the table renamed."""
+    quoted = lambda n: f"`{n.replace('`', '``')}`"  # noqa: E731
+    name = f"delta.`{t.name.replace('`', '``')}`" if t.is_path else t.name
+    mode = spark.sql(f"SHOW TBLPROPERTIES {name} ('delta.columnMapping.mode')").collect()
+    if not mode or mode[0][1] != "name":
+        spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name')")
+    for old, new in renames:
+        spark.sql(f"ALTER TABLE {name} RENAME COLUMN {quoted(old)} TO {quoted(new)}")
+    if drops:
+        spark.sql(f"ALTER TABLE {name} DROP COLUMNS ({', '.join(quoted(d) for d in drops)})")
+
+
 def add_columns(spark: "SparkSession", t: "Target", fields: list) -> None:
     """Add ``fields`` (nullable) to the end of table ``t``'s schema: Delta's
     ALTER TABLE ADD COLUMNS, a commit of metadata only (rows written before

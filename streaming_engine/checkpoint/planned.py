@@ -14,7 +14,7 @@ import json
 from typing import TYPE_CHECKING, Mapping
 
 from streaming_engine.checkpoint import files
-from streaming_engine.schema import Column, Dataset, TableSchema
+from streaming_engine.schema import Dataset, TableSchema
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -24,11 +24,6 @@ FILE = "engine_planned_sources.json"
 
 def _path(checkpoint: str) -> str:
     return f"{checkpoint.rstrip('/')}/{FILE}"
-
-
-def _table(d: dict) -> TableSchema:
-    return TableSchema(d["table"], tuple(Column(c["name"], c["type"], c.get("nullable", True)) for c in d["columns"]),
-                       tuple(d.get("primary_key", ())), bool(d.get("truncates", False)))
 
 
 def write(spark: "SparkSession", checkpoint: str, sources: Mapping[str, Dataset]) -> None:
@@ -42,4 +37,4 @@ def read(spark: "SparkSession", checkpoint: str) -> dict[str, Dataset]:
     if not text:
         return {}
     data = json.loads(text)
-    return {k: Dataset(tuple(_table(t) for t in tables)) for k, tables in data.get("sources", {}).items()}
+    return {k: Dataset(tuple(TableSchema.from_dict(t) for t in tables)) for k, tables in data.get("sources", {}).items()}

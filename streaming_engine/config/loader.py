@@ -125,11 +125,12 @@ class RawJob:
 
 
 MAX_SHOWN_CHARS = 200  # of a name or value quoted in a message
+MAX_DETAIL_CHARS = 1000  # of a message's detail: the engine's own words (what to change) with a value or two
 
 
-def _clip(v: Any) -> Any:
-    if isinstance(v, str) and len(v) > MAX_SHOWN_CHARS:
-        return f"{v[:MAX_SHOWN_CHARS // 2]}...({len(v)} characters)"
+def _clip(v: Any, limit: int = MAX_SHOWN_CHARS) -> Any:
+    if isinstance(v, str) and len(v) > limit:
+        return f"{v[:limit // 2]}...({len(v)} characters)"
     return v
 
 
@@ -138,7 +139,8 @@ def clipped(p: Problem) -> Problem:
     readable, and rendering them (redaction scans every word) stays fast."""
     loc = p.location
     loc = replace(loc, plugin=_clip(loc.plugin), key=_clip(loc.key), file=_clip(loc.file))
-    return replace(p, params={k: _clip(v) for k, v in p.params.items()}, location=loc)
+    return replace(p, params={k: _clip(v, MAX_DETAIL_CHARS if k == "detail" else MAX_SHOWN_CHARS)
+                              for k, v in p.params.items()}, location=loc)
 
 
 def config_error(problems: list[Problem] | tuple[Problem, ...]) -> ConfigError:

@@ -324,12 +324,7 @@ def _replan(bus: EventBus, item: _Running, message: str) -> bool:
         return _failed_for_good(bus, item, text)
     pipeline = next((p for p in job.plan.pipelines if p.key == r.pipeline.key), None)
     new = PipelineRunner(r.spark, job.dag, pipeline, r.bus, r.ledger_path) if pipeline is not None else None
-    added = tuple(  # the columns the new plan reads that the old one did not, or reads as another type
-        f"{t.table_id}.{c.name}" + (f" ({was} -> {c.type})" if was is not None else "")
-        for t in (new.combined_dataset().tables if new is not None else ())
-        for c in t.columns
-        if (was := before.get(t.table_id, {c.name: c.type}).get(c.name)) != c.type
-    )
+    added = _changed_columns(before, new.combined_dataset().tables if new is not None else ())
     if new is None or not added:
         text = (f"{message}; planned again, the source still reads the same columns (the change was undone "
                 "since): set the table's schema.change.behavior = ignore until the job is past the change (the "
@@ -348,6 +343,27 @@ def _replan(bus: EventBus, item: _Running, message: str) -> bool:
     item.attempt += 1
     item.start_at = time.monotonic()
     return False
+
+
+def _changed_columns(before: dict[str, dict[str, str]], tables: Any) -> tuple[str, ...]:
+    """The columns a new plan reads that the old one (``before``: table -> column -> type) did not, or reads
+    as another type or by a new name; and those it no longer reads (a source under evolve drops them)."""
+    out = []
+    for t in tables:
+        was_cols = before.get(t.table_id)
+        if was_cols is None:
+            continue
+        renamed = set()
+        for c in t.columns:
+            was = was_cols.get(c.name)
+            if was is None and c.former and c.former[-1] in was_cols:
+                renamed.add(c.former[-1])
+                out.append(f"{t.table_id}.{c.name} (renamed from {c.former[-1]})")
+            elif was != c.type:
+                out.append(f"{t.table_id}.{c.name}" + (f" ({was} -> {c.type})" if was is not None else ""))
+        names = set(t.names)
+        out += [f"{t.table_id}.{n} (dropped)" for n in was_cols if n not in names and n not in renamed]
+    return tuple(out)
 
 
 def _fail_job(bus: EventBus, running: list[_Running], failed: _Running) -> tuple[str, str | None]:

@@ -228,9 +228,10 @@ def test_schema_change_behavior_per_source_and_per_table_and_what_is_refused():
         {"table": "db.public.b", "schema.change.behavior": "exception"}]})
     assert o.schema_changes() == {"db.public.a": "ignore", "db.public.b": "exception"}
     assert PostgresCdcOptions.model_validate(base).schema_changes() == {"db.public.a": "lenient", "db.public.b": "lenient"}
-    for bad, says in (({"schema.change.behavior": "evolve"}, "column mapping"),
-                      ({"table-names-config": [{"table": "db.public.b", "schema.change.behavior": "try_evolve"}]},
-                       "schema.change.behavior of 'db.public.b' = try_evolve"),
+    o = PostgresCdcOptions.model_validate({**base, "schema.change.behavior": "evolve", "table-names-config": [
+        {"table": "db.public.b", "schema.change.behavior": "try_evolve"}]})
+    assert o.schema_changes() == {"db.public.a": "evolve", "db.public.b": "try_evolve"}
+    for bad, says in (({"schema.change.behavior": "evolves"}, "schema.change.behavior"),
                       ({"table-names-config": [{"table": "db.public.c", "schema.change.behavior": "ignore"}]},
                        "table-names does not list")):
         with pytest.raises(ValueError, match=says):
@@ -397,3 +398,79 @@ def test_a_numeric_that_is_not_a_number_fails_naming_table_column_and_row(spark)
     assert rows.chunk_batch(table, [pa.array(["1", "3"]), pa.array(["1.00", "7"])], 10).num_rows == 2
     with pytest.raises(RuntimeFailure, match=r"column amount.*snapshot's row \{'id': '3'\} holds -Infinity"):
         rows.chunk_batch(table, [pa.array(["1", "3"]), pa.array(["1.00", "-Infinity"])], 10)
+
+
+def test_evolve_tells_a_rename_from_a_drop_by_the_columns_number_and_keeps_the_names_a_column_had():
+    """``output_after`` of a table under evolve (the catalog's columns cached, no server): a column is
+    matched to the plan's by its attnum (``Column.origin``), so a rename gives the column its former name
+    and a drop lists it; two renames in a row keep both names; a new column with an old column's name is
+    refused, naming it."""
+    from sources.postgres_cdc import PostgresCdc, PostgresCdcOptions
+    from streaming_engine.errors import SchemaError
+    from streaming_engine.schema import Column, Dataset, TableSchema
+
+    o = PostgresCdcOptions.model_validate({"base-url": "jdbc:postgresql://h:5432/db", "username": "u",
+                                           "table-names": ["db.public.a"], "schema.change.behavior": "evolve"})
+    src = PostgresCdc(o)
+
+    def after(before: tuple, now: tuple, dropped: tuple = ()) -> TableSchema:
+        src.__dict__["_dataset"] = Dataset((TableSchema("db.public.a", now, ("id",), evolution="evolve"),))
+        planned = TableSchema("db.public.a", before, ("id",), evolution="evolve", dropped=dropped)
+        (t,) = src.output_after(Dataset((planned,))).tables
+        return t
+
+    first = (Column("id", "int", False, 1), Column("old", "string", True, 2), Column("gone", "string", True, 3))
+    t = after(first, (Column("id", "int", False, 1), Column("new", "string", True, 2), Column("add", "int", True, 4)))
+    assert [(c.name, c.former) for c in t.columns] == [("id", ()), ("new", ("old",)), ("add", ())]
+    assert t.dropped == ("gone",) and t.evolution == "evolve"
+    t2 = after(t.columns, (Column("id", "int", False, 1), Column("newer", "string", True, 2), Column("add", "int", True, 4)),
+               t.dropped)
+    assert t2.column("newer").former == ("old", "new") and t2.dropped == ("gone",)
+    with pytest.raises(SchemaError, match="column gone is a new column with the name of one renamed or dropped"):
+        after(t.columns, (*t.columns, Column("gone", "string", True, 5)), t.dropped)
+    with pytest.raises(SchemaError, match="column old is a new column"):
+        after(t.columns, (*t.columns, Column("old", "string", True, 5)), t.dropped)
+    # a plan stored before evolve (no attnums): columns are matched by name, nothing counts as dropped
+    t3 = after(tuple(Column(c.name, c.type, c.nullable) for c in first), first[:2])
+    assert t3.names == ("id", "old") and t3.dropped == () and t3.column("old").origin == 2
+
+    # the runner names what changed (PipelineReplanned.columns)
+    from streaming_engine.runtime.runner import _changed_columns
+
+    before = {"db.public.a": {c.name: c.type for c in first}}
+    assert _changed_columns(before, (t,)) == (
+        "db.public.a.new (renamed from old)", "db.public.a.add", "db.public.a.gone (dropped)")
+
+
+def test_under_evolve_a_changed_relation_is_planned_again_and_older_changes_are_read_by_the_new_names():
+    """``_Rows`` of a table planned under evolve with a column renamed (old -> new): a Relation message that
+    differs from the plan (after the plan's WAL position) asks for a new plan, whatever changed; a change
+    from before the rename (read again: its Relation names the old column) gives its value to the new name;
+    a type change Delta cannot make in place is refused."""
+    from sources._pg.catalog import Connection
+    from sources._pg.pgoutput import Change, Column as PgColumn, Relation
+    from sources._pg.reader import Spec, _Rows
+    from streaming_engine.errors import RuntimeFailure, SchemaError
+    from streaming_engine.schema import Column, TableSchema
+
+    table = TableSchema("db.s.t", (Column("id", "int", False, 1), Column("new", "string", True, 2, ("old",))),
+                        ("id",), evolution="evolve")
+    conn = Connection.from_url("jdbc:postgresql://h/db", "u", None)
+
+    def read(columns: tuple, values: tuple, lsn: int, old: tuple | None = None) -> list:
+        rows = _Rows(Spec(conn, "s", "s", (table,), "UTC", "reject", schema_changes={"db.s.t": "evolve"},
+                          planned_at=1000, type_oids={"db.s.t": {"id": 23, "new": 25}}))
+        rows.relations[7] = Relation(7, "s", "t", "f", tuple(PgColumn(n, o, -1, True) for n, o in columns))
+        return list(rows.rows(Change("U" if old else "I", 7, values, old, "O" if old else None), lsn))
+
+    older = (("id", 23), ("old", 25))
+    assert [r[1:] for r in read(older, ("1", "b"), 999, old=("1", "a"))] == [("-U", 999, "1", "a"), ("+U", 999, "1", "b")]
+    assert [r[3:] for r in read((("id", 23), ("new", 25)), ("1", "c"), 2000)] == [("1", "c")]
+    with pytest.raises(RuntimeFailure, match=r"RUNTIME.SCHEMA_CHANGED.*dropped: new.*evolve: the sinks rename"):
+        read((("id", 23),), ("1",), 2000)
+    with pytest.raises(RuntimeFailure, match=r"RUNTIME.SCHEMA_CHANGED.*added: x"):
+        read((("id", 23), ("new", 25), ("x", 23)), ("1", "c", "5"), 2000)
+    with pytest.raises(RuntimeFailure, match=r"RUNTIME.SCHEMA_CHANGED.*wider column types: id int -> bigint"):
+        read((("id", 20), ("new", 25)), ("1", "c"), 2000)
+    with pytest.raises(SchemaError, match=r"new string -> int.*evolve applies only widenings"):
+        read((("id", 23), ("new", 23)), ("1", "5"), 2000)

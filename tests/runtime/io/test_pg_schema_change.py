@@ -470,3 +470,73 @@ sink {{ Delta {{ plugin_input = q, path = "${{work}}/state/${{table_name}}", sav
         _drop(cur, slot)
         cur.execute("DROP SCHEMA evf CASCADE")
         conn.close()
+
+
+@pytest.mark.timeout(500)
+def test_evolve_renames_and_drops_columns_in_delta_by_column_mapping_and_a_restart_goes_on_from_there(
+        spark, run_job_text, postgres_db_module, tmp_path):
+    """evolve: a RENAME (in one transaction with changes before and after it: the epoch holding them is read
+    again after the plan changes, the changes from before the rename naming the column by its old name), a
+    DROP and an ADD while the job streams. Both Delta tables (the upsert target and the change log) get the
+    catalog's columns exactly, by column mapping (said in explain), and every value of PostgreSQL: the
+    renamed column keeps the values written before the rename. A second run (the plan as the first left it,
+    from the checkpoint) goes on without planning again."""
+    from streaming_engine.runtime.events import PipelineFailed, PipelineReplanned
+
+    pg = postgres_db_module
+    conn = _connect(pg)
+    cur = conn.cursor()
+    cur.execute("CREATE SCHEMA eve; CREATE TABLE eve.s (id int PRIMARY KEY, v text, old text, gone text); "
+                "ALTER TABLE eve.s REPLICA IDENTITY FULL; "
+                "INSERT INTO eve.s SELECT i, 'v' || i, 'o' || i, 'g' || i FROM generate_series(1, 60) i")
+    slot = "pgeve_test"
+    job = JOB.format(host=pg.host, port=pg.port, slot=slot, tables='"postgres.eve.s"',
+                     extra="schema.change.behavior = evolve").replace("pgevo", "pgeve")
+
+    def check(ran) -> None:
+        cur.execute("SELECT id, v, new, extra FROM eve.s")
+        want = sorted(tuple(r) for r in cur.fetchall())
+        for kind in ("state", "log"):
+            got = spark.read.format("delta").load(str(tmp_path / kind / "s"))
+            props = dict(spark.sql(f"SHOW TBLPROPERTIES delta.`{tmp_path / kind / 's'}`").collect())
+            assert props.get("delta.columnMapping.mode") == "name", (kind, props)
+            assert [c for c in got.columns if c != "row_kind"] == ["id", "v", "new", "extra"], (kind, got.columns)
+            if kind == "state":
+                assert sorted(tuple(r) for r in got.collect()) == want, "the upsert target differs from PostgreSQL"
+            else:
+                assert_telescopes(got.select("row_kind", "id", "v", "new", "extra").collect(), want, "log")
+
+    try:
+        ran = _run_changing(run_job_text, job, pg, slot, tmp_path, [
+            "BEGIN; UPDATE eve.s SET old = 'o-before' WHERE id <= 10; ALTER TABLE eve.s RENAME COLUMN old TO new; "
+            "UPDATE eve.s SET new = 'n-after' WHERE id > 50; COMMIT",
+            "ALTER TABLE eve.s DROP COLUMN gone",
+            "UPDATE eve.s SET v = 'after-drop' WHERE id % 10 = 0",
+            "ALTER TABLE eve.s ADD COLUMN extra int",
+            "UPDATE eve.s SET extra = id WHERE id % 7 = 0",
+            "INSERT INTO eve.s VALUES (100, 'v100', 'n100', 100)",
+            "DELETE FROM eve.s WHERE id = 3"])
+        assert not [e for e in ran.events if isinstance(e, PipelineFailed)], "a schema change is not a failure"
+        changed = {c for e in ran.events if isinstance(e, PipelineReplanned) for c in e.columns}
+        assert {"postgres.eve.s.new (renamed from old)", "postgres.eve.s.gone (dropped)",
+                "postgres.eve.s.extra"} <= changed, changed
+        from streaming_engine.job import compile_text
+        from streaming_engine.plan.render import to_text
+
+        explained = to_text(compile_text(job, variables={"work": str(tmp_path)}, file="job.conf"))
+        assert explained.count("evolve: column mapping, delta.columnMapping.mode = name") == 2, explained
+        assert "renames and drops reach the sinks" in explained
+        check(ran)
+        state = {r["id"]: r for r in spark.read.format("delta").load(str(tmp_path / "state" / "s")).collect()}
+        assert state[1]["new"] == "o-before" and state[55]["new"] == "n-after" and state[20]["new"] == "o20"
+
+        cur.execute("UPDATE eve.s SET new = 'second-run', extra = -1 WHERE id = 1")
+        cur.execute("INSERT INTO eve.s VALUES (101, 'v101', 'n101', 101)")
+        again = _run_until_read(run_job_text, job, pg, slot)
+        assert again.result.status in ("FINISHED", "CANCELED"), again.result.error
+        assert not [e for e in again.events if isinstance(e, (PipelineReplanned, PipelineFailed))]
+        check(again)
+    finally:
+        _drop(cur, slot)
+        cur.execute("DROP SCHEMA eve CASCADE")
+        conn.close()
