@@ -138,8 +138,9 @@ class _Rows:
         out: list = [None] * self.width
         for place, column in zip(self.places[table.table_id], columns):
             out[place] = column
-        arrays = [pa.array([table.table_id] * n, pa.string()), pa.array([envelope.INSERT] * n, pa.string()),
-                  pa.array([at] * n, pa.int64())]
+        # constant columns by pa.repeat: a list of n Python objects per column cost ~0.35 s per 1 M rows
+        arrays = [pa.repeat(pa.scalar(table.table_id, pa.string()), n),
+                  pa.repeat(pa.scalar(envelope.INSERT, pa.string()), n), pa.repeat(pa.scalar(at, pa.int64()), n)]
         arrays += [c if c is not None else pa.nulls(n, pa.string()) for c in out]
         arrays.append(pa.nulls(n, pa.int64()))  # COMMIT_TIME: a snapshot row has none
         return pa.RecordBatch.from_arrays(arrays, schema=self._arrow)
