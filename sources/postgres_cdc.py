@@ -288,10 +288,9 @@ class PostgresCdc(Source):
         start = (f"snapshot first: chunks of {o.snapshot_split_size} keys, {o.snapshot_chunks_per_epoch} per epoch"
                  if o.startup_mode == "initial" else "changes from the slot's position")
         changes = sorted(set(o.schema_changes().values()))
-        if {"evolve", "try_evolve"} & set(changes):
-            changes.append("renames and drops reach the sinks")
+        evolving = ", renames and drops reach the sinks" if {"evolve", "try_evolve"} & set(changes) else ""
         return (f"Postgres-CDC {o.connection().where()} slot {o.slot} ({len(self.output().tables)} tables, {start}; "
-                f"REPLICA IDENTITY FULL; schema changes: {'/'.join(changes)})")
+                f"REPLICA IDENTITY FULL; schema changes: {'/'.join(changes)}{evolving})")
 
     # -- run time ------------------------------------------------------------
     def _metadata_conn(self) -> Any:
