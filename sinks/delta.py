@@ -259,6 +259,10 @@ class Delta(Sink):
                 for col in key:
                     if col not in table.names:
                         raise missing_column(table, col)
+                if table.by_key and set(key) != set(table.primary_key):
+                    raise _incompatible(table, (
+                        f"its changes hold by the source's key ({', '.join(table.primary_key)}: REPLICA IDENTITY "
+                        f"DEFAULT sends a delete's key alone), not by primary_key {list(key)}; remove primary_key"))
                 if o.source_order_column is not None and o.source_order_column in table.names:
                     raise _incompatible(
                         table, f"source_order_column {o.source_order_column!r} is a column of the data; name a new column"
@@ -300,6 +304,8 @@ class Delta(Sink):
                 if table.truncates:
                     mode += (", truncates end the current versions" if o.stored_as_scd_type == 2 else
                              ", truncates clear older rows" if o.source_order_column else ", truncates clear the table")
+                if table.by_key:
+                    mode += ", a column the source left unchanged (TOAST) keeps the table's value"
             if table.evolution:
                 mode += (f", columns renamed or dropped in the source are here too ({table.evolution}: column "
                          "mapping, delta.columnMapping.mode = name, set at the first such change; it cannot be undone)")
@@ -314,6 +320,10 @@ class Delta(Sink):
         o = self.options
         return o.save_mode == "upsert" and o.sequence_column is None and (
             o.stored_as_scd_type == 1 or o.source_order_column is not None)
+
+    def applies_by_key(self) -> bool:
+        # SCD type 2 would copy an unchanged column into a new version from a row it does not read
+        return self.options.save_mode == "upsert" and self.options.stored_as_scd_type == 1
 
     def tracked(self, table: TableSchema) -> list[str]:
         """SCD type 2: the columns whose changes make a new version (never the
@@ -536,7 +546,9 @@ class Delta(Sink):
                 schema = StructType([*schema.fields, StructField(o.source_order_column, LongType())])
                 at = (*at, seq_at)
             keys = self.key_for(t)
-            reason = delta_merge.key_refusal(ctx.spark, schema, keys)
+            reason = delta_merge.key_refusal(ctx.spark, schema, keys) or (
+                "its changes may leave columns unchanged (REPLICA IDENTITY DEFAULT): Delta's MERGE keeps them"
+                if t.by_key else None)
             if reason is not None:
                 log.info("Delta table merged on its own", extra={"table": t.table_id, "reason": reason})
                 continue
@@ -583,7 +595,7 @@ class Delta(Sink):
                 commit = delta_txn.upsert(
                     ctx.spark, df, target, self.key_for(table), columns, app_id, ctx.batch_id, sequence,
                     tombstones=sequence is not None, tombstone_retention_ms=_duration_ms(o.tombstone_retention),
-                    truncates=table.truncates, source_order=o.source_order_column is not None,
+                    truncates=table.truncates, source_order=o.source_order_column is not None, by_key=table.by_key,
                 )
         else:
             data = df.select(*[f"`{c.replace('`', '``')}`" for c in table.names])

@@ -32,7 +32,14 @@ names another ``slot.name`` than its checkpoint was read through is refused
 (the new slot would start where it is created). Tables need ``REPLICA IDENTITY FULL`` (as the page asks), so updates
 and deletes carry the whole old row and an unchanged TOASTed value is never
 written as null; a table without it is a plan-time error saying the statement
-to run. A table's columns changed while the job runs follow
+to run. ``replica.identity = DEFAULT`` (ours) also accepts tables with REPLICA
+IDENTITY DEFAULT and a primary key (``TableSchema.by_key``): a delete carries
+the key alone, an update no old row, and an unchanged TOASTed value is taken
+from the key's earlier change in the same epoch or else left to the sink,
+which keeps its table's value (``schema.PARTIAL`` kinds); the planner lets such
+tables reach only sinks that upsert by key, through no transform. An UPDATE
+that changes the key and leaves a TOASTed value unchanged has that value
+nowhere but the old key's row: the sink's MERGE then fails naming the key. A table's columns changed while the job runs follow
 ``schema.change.behavior`` (Flink CDC's names; per table in
 ``table-names-config``): ``lenient`` (default) plans the pipeline again with
 the new columns, without a restart of the job: the epoch in flight is read
@@ -141,8 +148,18 @@ class PostgresCdcOptions(SourceOptions):
                     "job fails naming the change), ignore (the planned columns only), evolve (the catalog's "
                     "columns: renames and drops reach the sinks too; Delta tables get column mapping) or try_evolve "
                     "(evolve; a change a sink cannot apply leaves its table as lenient does).")
+    replica_identity: Literal["FULL", "DEFAULT"] = Field(
+        "FULL", alias="replica.identity",
+        description="The REPLICA IDENTITY the tables may have (ours): FULL (required: updates and deletes carry the "
+                    "whole old row) or DEFAULT (DEFAULT or FULL accepted: a delete carries the key alone, an "
+                    "unchanged TOASTed value keeps the sink's value; the tables reach only upsert sinks).")
     truncate_events: Literal["reject", "apply", "ignore"] = Field(
         "reject", description="TRUNCATE: reject (the job fails), apply (the sink clears the table) or ignore.")
+
+    @field_validator("replica_identity", mode="before")
+    @classmethod
+    def _upper(cls, v: Any) -> Any:
+        return v.upper() if isinstance(v, str) else v
 
     @field_validator("table_names", mode="before")
     @classmethod
@@ -268,12 +285,22 @@ class PostgresCdc(Source):
         infos = [i if i.schema.table_id not in evolving else replace(i, schema=replace(
             i.schema, evolution=evolving[i.schema.table_id],
             columns=tuple(replace(c, origin=dict(i.attnums)[c.name]) for c in i.schema.columns))) for i in infos]
-        not_full = [i.schema.table_id for i in infos if i.replica_identity != "f"]
+        by_key = o.replica_identity == "DEFAULT"
+        accepted = ("f", "d") if by_key else ("f",)
+        not_full = [i.schema.table_id for i in infos if i.replica_identity not in accepted]
         if not_full:
             first = not_full[0].split(".", 1)[1]
             raise SchemaError("SCHEMA.INVALID", {"detail": (
-                f"Postgres-CDC needs REPLICA IDENTITY FULL (updates and deletes then carry the whole old row) on "
-                f"{', '.join(not_full)}; run ALTER TABLE {first} REPLICA IDENTITY FULL (and for each)")})
+                f"Postgres-CDC needs REPLICA IDENTITY FULL (updates and deletes then carry the whole old row)"
+                f"{' or DEFAULT (replica.identity = DEFAULT)' if by_key else ''} on {', '.join(not_full)}; run "
+                f"ALTER TABLE {first} REPLICA IDENTITY FULL (and for each)"
+                f"{'' if by_key else ', or set replica.identity = DEFAULT to accept DEFAULT (upsert sinks only)'}")})
+        keyless = [i.schema.table_id for i in infos if i.replica_identity == "d" and not i.own_key]
+        if keyless:
+            raise SchemaError("SCHEMA.INVALID", {"detail": (
+                f"Postgres-CDC: {', '.join(keyless)} has no primary key, so under REPLICA IDENTITY DEFAULT its "
+                "updates and deletes carry no old key (table-names-config's primaryKeys cannot stand in for one); "
+                f"run ALTER TABLE {keyless[0].split('.', 1)[1]} REPLICA IDENTITY FULL")})
         if o.startup_mode == "initial":
             keyless = [i.schema.table_id for i in infos if not i.schema.primary_key]
             if keyless:
@@ -281,7 +308,7 @@ class PostgresCdc(Source):
                     f"Postgres-CDC's snapshot (startup.mode = initial) needs a key of {', '.join(keyless)}: give it in "
                     "table-names-config (primaryKeys), or set startup.mode = latest")})
         apply = o.truncate_events == "apply"
-        return Dataset(tuple(replace(i.schema, truncates=apply) for i in infos))
+        return Dataset(tuple(replace(i.schema, truncates=apply, by_key=by_key) for i in infos))
 
     def describe(self) -> str:
         o = self.options
@@ -289,8 +316,11 @@ class PostgresCdc(Source):
                  if o.startup_mode == "initial" else "changes from the slot's position")
         changes = sorted(set(o.schema_changes().values()))
         evolving = ", renames and drops reach the sinks" if {"evolve", "try_evolve"} & set(changes) else ""
+        identity = ("REPLICA IDENTITY FULL" if o.replica_identity == "FULL" else
+                    "REPLICA IDENTITY DEFAULT accepted: deletes carry the key alone, unchanged TOASTed values keep "
+                    "the sinks' values, upsert sinks only")
         return (f"Postgres-CDC {o.connection().where()} slot {o.slot} ({len(self.output().tables)} tables, {start}; "
-                f"REPLICA IDENTITY FULL; schema changes: {'/'.join(changes)}{evolving})")
+                f"{identity}; schema changes: {'/'.join(changes)}{evolving})")
 
     # -- run time ------------------------------------------------------------
     def _metadata_conn(self) -> Any:

@@ -43,6 +43,10 @@ MESSAGES: dict[str, str] = {
     "SCHEMA.INCOMPATIBLE": "table {table!r} is not compatible with this sink: {detail}",
     "SCHEMA.TRUNCATES": "table {table!r} carries TRUNCATE events (its source applies them), which this {kind} "
     "cannot {verb}; {hint}",
+    "SCHEMA.BY_KEY": "table {table!r} is read under REPLICA IDENTITY DEFAULT (replica.identity = DEFAULT): its "
+    "deletes carry the key alone and its updates may leave TOASTed columns as the target's row has them, which "
+    "only an upsert by key applies, not this {kind}; {hint}, or set REPLICA IDENTITY FULL on the table and "
+    "replica.identity = FULL",
     "SCHEMA.UNSAFE_TABLE_ID": "table id {table!r} cannot fill ${{{placeholder}}}: {detail}; "
     "rename the table (TableRename) or do not use ${{{placeholder}}} here",
     "CONFIG.RESTRICTED": "restricted mode forbids {capability}: {reason} "

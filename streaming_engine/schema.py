@@ -56,6 +56,23 @@ ROW_KINDS = (INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE)
 # (a source's TRUNCATE). Only tables marked ``truncates`` carry it; the planner
 # lets it reach only transforms and sinks that declare they handle it.
 TRUNCATE = "!T"
+# An upsert that leaves some columns as the target's row of its key has them
+# (PostgreSQL's unchanged TOASTed values under REPLICA IDENTITY DEFAULT): the
+# kind ``+U`` (or ``+I``: a changed key) then ``~`` and those columns'
+# positions in the table, e.g. ``+U~3,5``. Only tables marked ``by_key`` carry
+# it; the planner lets it reach only sinks that apply changes by key.
+PARTIAL = "~"
+
+
+def partial_kind(kind: str, positions: "Iterable[int]") -> str:
+    """``kind`` leaving the columns at ``positions`` (0-based, in the table's order) unchanged."""
+    return f"{kind}{PARTIAL}{','.join(str(i) for i in positions)}"
+
+
+def unchanged_sql(kind: str, position: int) -> str:
+    """SQL: whether the row whose kind is the expression ``kind`` leaves the column at ``position`` unchanged."""
+    return (f"(instr({kind}, '{PARTIAL}') > 0 AND "
+            f"array_contains(split(substring({kind}, instr({kind}, '{PARTIAL}') + 1), ','), '{int(position)}'))")
 # SeaTunnel's names <-> short strings
 KIND_OF_NAME = {"INSERT": INSERT, "UPDATE_BEFORE": UPDATE_BEFORE, "UPDATE_AFTER": UPDATE_AFTER, "DELETE": DELETE}
 NAME_OF_KIND = {v: k for k, v in KIND_OF_NAME.items()}
@@ -185,6 +202,10 @@ class TableSchema:
     # lenient does where the sink cannot apply the change
     evolution: str | None = None
     dropped: tuple[str, ...] = ()  # columns the source dropped under evolve (its sinks drop them too)
+    # its changes hold only when applied by key (Postgres-CDC under REPLICA IDENTITY DEFAULT): a DELETE carries
+    # the key alone, an upsert may leave columns as the target's row has them (PARTIAL kinds), a snapshot row may
+    # be newer than its epoch (its changes since come again); only sinks that upsert by key take such a table
+    by_key: bool = False
 
     # -- lookups ---------------------------------------------------------
     @property
@@ -237,12 +258,15 @@ class TableSchema:
             d["evolution"] = self.evolution
         if self.dropped:
             d["dropped"] = list(self.dropped)
+        if self.by_key:
+            d["by_key"] = True
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "TableSchema":
         return cls(d["table"], tuple(Column.from_dict(c) for c in d["columns"]), tuple(d.get("primary_key", ())),
-                   bool(d.get("truncates", False)), d.get("evolution"), tuple(d.get("dropped", ())))
+                   bool(d.get("truncates", False)), d.get("evolution"), tuple(d.get("dropped", ())),
+                   bool(d.get("by_key", False)))
 
     def ddl(self) -> str:
         return ", ".join(f"{_quote(c.name)} {c.type}" for c in self.columns)

@@ -127,6 +127,7 @@ class TableInfo:
     replica_identity: str  # d, n, f, i
     type_oids: tuple[tuple[str, int], ...] = ()  # (column, pg_type oid): what pgoutput's Relation messages carry
     attnums: tuple[tuple[str, int], ...] = ()  # (column, attnum): a column's number, which a RENAME keeps
+    own_key: bool = True  # the key is the table's primary key (not table-names-config's)
 
 
 def split_table_names(names: list[str]) -> list[str]:
@@ -166,12 +167,14 @@ def discover(cur: Any, database: str, table_names: list[str], keys: dict[str, li
             "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
             "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = %s AND i.indisprimary "
             "ORDER BY array_position(i.indkey::int2[], a.attnum)", (oid,))
-        pk = tuple(r[0] for r in cur.fetchall()) or tuple(keys.get(full, ()))
+        own = tuple(r[0] for r in cur.fetchall())
+        pk = own or tuple(keys.get(full, ()))
         names = {c.name for c in columns}
         missing = [k for k in pk if k not in names]
         if missing:
             raise ValueError(f"table-names-config gives {full!r} the key {missing}, which it has no column of")
-        out.append(TableInfo(TableSchema(full, tuple(columns), pk), oid, identity, tuple(oids), tuple(attnums)))
+        out.append(TableInfo(TableSchema(full, tuple(columns), pk), oid, identity, tuple(oids), tuple(attnums),
+                             bool(own)))
     return out
 
 

@@ -21,7 +21,11 @@ primary key (as Debezium emits it: an upsert must remove the old key); DELETE
 ``-D`` (the old row); ``__seq``
 is the change's LSN, so a key's changes order as the server made them. An
 unchanged TOASTed value of an UPDATE (not sent) is taken from the old row,
-which REPLICA IDENTITY FULL carries; the plan requires FULL.
+which REPLICA IDENTITY FULL carries. Under ``replica.identity = DEFAULT``
+(``TableSchema.by_key``) a DELETE's old row is its key, an UPDATE has none:
+an unchanged TOASTed value is then the key's earlier change's in the epoch
+(:meth:`_Rows._earlier`), else the row's kind is PARTIAL (``+U~3``: the
+sink keeps its table's value of the column at position 3).
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from sources._pg.catalog import Connection, engine_type_of_oid
 from sources._pg.pgoutput import UNCHANGED_TOAST, Change, Relation, Truncate, lsn_text
 from streaming_engine.errors import RuntimeFailure, SchemaError
 from streaming_engine.runtime import rows as envelope
-from streaming_engine.schema import Dataset, TableSchema, widens
+from streaming_engine.schema import Dataset, TableSchema, partial_kind, widens
 
 FORMAT = "streaming_engine_pg_cdc"
 
@@ -110,6 +114,8 @@ class _Rows:
         self.aliases = {t.table_id: {was: c.name for c in t.columns for was in c.former} for t in spec.tables}
         self.relations: dict[int, Relation] = {}
         self._checked: dict[int, Relation] = {}  # relation oid -> the Relation message whose columns were checked
+        self._seen: dict[str, dict[tuple, dict]] = {}  # by_key tables: key -> its TOASTable values (_remember)
+        self._toastable: dict[str, tuple[str, ...]] = {}
         self.progress = Progress(self.tables, progress)
         self._arrow: Any = None
         # values PostgreSQL has and Spark or Delta do not: NUMERIC NaN and +-Infinity, +-infinity dates and times
@@ -168,13 +174,18 @@ class _Rows:
             return  # a table of the publication this job does not read
         old, new = self.named(table, relation.values(change.old)), self.named(table, relation.values(change.new))
         if new is not None and any(v is UNCHANGED_TOAST for v in new.values()):
-            if change.old_kind != "O":
+            if change.old_kind == "O":
+                assert old is not None
+                new = {k: (old[k] if v is UNCHANGED_TOAST else v) for k, v in new.items()}
+            elif table.by_key:
+                new = self._earlier(table, old, new)
+            else:
                 raise RuntimeFailure("RUNTIME.FAILED", {"detail": (
                     f"table {table.table_id}: an UPDATE at LSN {lsn_text(lsn)} left a TOASTed value unchanged and the "
                     "server did not send the old row (REPLICA IDENTITY is no longer FULL); run ALTER TABLE ... "
-                    "REPLICA IDENTITY FULL and restart the job")})
-            assert old is not None
-            new = {k: (old[k] if v is UNCHANGED_TOAST else v) for k, v in new.items()}
+                    "REPLICA IDENTITY FULL and restart the job, or set replica.identity = DEFAULT (upsert sinks only)")})
+        if table.by_key:
+            self._remember(table, change.kind, old, new)
         if lsn >= self.spec.planned_at and self._checked.get(relation.oid) is not relation:
             self._check_columns(table, relation, lsn)  # (before: a shape older than the plan, not a change)
         read = self.progress.read  # False: the key's snapshot chunk is still to come and will hold this change
@@ -198,6 +209,31 @@ class _Rows:
             yield self._row(table, envelope.UPDATE_AFTER, lsn, new)
         elif read(tid, old):
             yield self._row(table, envelope.DELETE, lsn, old)
+
+    def _key(self, table: TableSchema, values: dict) -> tuple:
+        return tuple(values.get(k) for k in table.primary_key)
+
+    def _earlier(self, table: TableSchema, old: dict | None, new: dict) -> dict:
+        """REPLICA IDENTITY DEFAULT: ``new``'s unchanged TOASTed values from the key's earlier change in this
+        epoch (the old key's, when the UPDATE changed it); those still unknown stay UNCHANGED_TOAST (the sink
+        keeps its table's value)."""
+        known = self._seen.get(table.table_id, {}).get(self._key(table, old if old is not None else new))
+        if not known:
+            return new
+        return {k: (known.get(k, v) if v is UNCHANGED_TOAST else v) for k, v in new.items()}
+
+    def _remember(self, table: TableSchema, kind: str, old: dict | None, new: dict | None) -> None:
+        """The latest values of a by_key table's TOASTable columns per key, for its later changes in the epoch
+        (held until the epoch's partition ends: its changed rows' text, not more)."""
+        seen = self._seen.setdefault(table.table_id, {})
+        toastable = self._toastable.get(table.table_id)
+        if toastable is None:
+            toastable = self._toastable[table.table_id] = tuple(
+                c.name for c in table.columns if c.name not in table.primary_key and _toastable(c.type))
+        if old is not None:
+            seen.pop(self._key(table, old), None)
+        if kind != "D" and new is not None and toastable:
+            seen[self._key(table, new)] = {c: new[c] for c in toastable if c in new and new[c] is not UNCHANGED_TOAST}
 
     def _check_columns(self, table: TableSchema, relation: Relation, lsn: int) -> None:
         """A table's columns as the slot describes them now against those the pipeline was planned for
@@ -254,6 +290,10 @@ class _Rows:
         return out
 
     def _row(self, table: TableSchema, kind: str, lsn: int, values: dict | None) -> tuple:
+        if values is not None and table.by_key and any(v is UNCHANGED_TOAST for v in values.values()):
+            kept = [i for i, c in enumerate(table.columns) if values.get(c.name) is UNCHANGED_TOAST]
+            kind = partial_kind(kind, kept)  # the sink keeps its table's values of these columns
+            values = {k: (None if v is UNCHANGED_TOAST else v) for k, v in values.items()}
         for _, name, type_ in self._unrepresentable.get(table.table_id, ()):
             if (values or {}).get(name) in _beyond(type_):
                 key = {k: (values or {}).get(k) for k in table.primary_key}
@@ -275,6 +315,11 @@ class _Rows:
                     f"table {table.table_id} was truncated at LSN {lsn_text(lsn)}; set truncate_events = apply (the sink "
                     "clears the table) or ignore in the Postgres-CDC source")})
             yield (table.table_id, envelope.TRUNCATE, lsn, *([None] * self.width))
+
+
+def _toastable(engine_type: str) -> bool:
+    """Whether a column of ``engine_type`` maps a PostgreSQL type of variable length (which may be TOASTed)."""
+    return engine_type in ("string", "binary") or engine_type.startswith(("decimal", "array", "map", "struct"))
 
 
 _NON_FINITE = ["NaN", "Infinity", "-Infinity"]  # PostgreSQL's text of NUMERIC values that are not numbers

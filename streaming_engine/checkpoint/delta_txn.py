@@ -361,6 +361,7 @@ def upsert(
     tombstone_retention_ms: int = 7 * 86_400_000,
     truncates: bool = False,
     source_order: bool = False,
+    by_key: bool = False,
 ) -> DeltaCommit:
     """Apply row kinds by primary key with one MERGE, as epoch ``epoch`` of ``app_id``.
 
@@ -394,6 +395,12 @@ def upsert(
     change older than the newest truncate that arrives in a later epoch is
     dropped too. With a ``sequence_column`` of the data, a sequence cannot be
     compared with a truncate's position: the sink refuses that combination.
+
+    ``by_key``: a change's kind may be PARTIAL (``schema.partial_kind``: the
+    columns at its positions in ``data_columns`` are unchanged): an update keeps
+    the row's values of those columns; an insert of such a change (no row of
+    its key) fails the MERGE naming the key and the column, since their values
+    are nowhere (the source did not send them).
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -424,6 +431,9 @@ def upsert(
     before, _ = last_commit(spark, target)
     cond = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys)
     values = {f"`{c}`": f"s.`{c}`" for c in data_columns}
+    inserted = values
+    if by_key:
+        values, inserted = _partial_values(target.name, keys, data_columns)
     is_delete = f"s.{rows.KIND} = '{rows.DELETE}'"
     newer = "true"
     if sequence_column:
@@ -441,7 +451,7 @@ def upsert(
             .merge(latest.alias("s"), cond)
             .whenMatchedDelete(condition=f"{is_delete} AND {newer}")
             .whenMatchedUpdate(condition=f"NOT {is_delete} AND {newer}", set=values)
-            .whenNotMatchedInsert(condition=f"NOT {is_delete}", values=values)
+            .whenNotMatchedInsert(condition=f"NOT {is_delete}", values=inserted)
         )
         if clear is not None:
             builder = builder.whenNotMatchedBySourceDelete(condition=clear)
@@ -453,6 +463,32 @@ def upsert(
         if kept is not None:
             kept.unpersist()
     return _outcome(spark, target, before)
+
+
+def _partial_values(name: str, keys: Sequence[str], data_columns: Sequence[str]) -> tuple[dict, dict]:
+    """A MERGE's update and insert values for PARTIAL kinds: an unchanged column keeps the target's value; an
+    insert that leaves one unchanged raises naming the key (there is no row to keep it from)."""
+    def text(s: str) -> str:
+        return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+    def q(c: str) -> str:
+        return "`" + c.replace("`", "``") + "`"
+
+    key_json = f"to_json(named_struct({', '.join(f'{text(k)}, s.{q(k)}' for k in keys)}))"
+    update, insert = {}, {}
+    for i, c in enumerate(data_columns):
+        if c in keys:
+            update[q(c)] = insert[q(c)] = f"s.{q(c)}"
+            continue
+        unchanged = rows.unchanged_sql(f"s.{rows.KIND}", i)
+        update[q(c)] = f"CASE WHEN {unchanged} THEN t.{q(c)} ELSE s.{q(c)} END"
+        message = text(
+            f"{name}: an upsert leaves column {c} unchanged (a TOASTed value PostgreSQL did not send under "
+            "REPLICA IDENTITY DEFAULT) and the table has no row of its key to keep the value from (an UPDATE "
+            "that changed the primary key, or a row missing from the table); set REPLICA IDENTITY FULL on the "
+            "source table and read it again into a new table (a new checkpoint) - key ")
+        insert[q(c)] = f"CASE WHEN {unchanged} THEN raise_error(concat({message}, {key_json})) ELSE s.{q(c)} END"
+    return update, insert
 
 
 TOMBSTONES = "_cdc_tombstones"

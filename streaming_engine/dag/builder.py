@@ -299,12 +299,12 @@ def _propagate_schemas(
                 before = planned.get(vid)
                 schemas[vid] = n.plugin.output() if before is None else n.plugin.output_after(before)  # type: ignore[attr-defined]
             elif n.block.section == "transform":
-                _check_truncates(n, upstream)  # type: ignore[arg-type]
+                _check_marks(n, upstream)  # type: ignore[arg-type]
                 schemas[vid] = n.plugin.output(upstream)  # type: ignore[attr-defined]
                 _warn_unmatched_tables(n, upstream, problems)  # type: ignore[arg-type]
             else:
                 merged = Dataset(tuple(t for d in upstream for t in d.tables))  # type: ignore[union-attr]
-                _check_truncates(n, [merged])
+                _check_marks(n, [merged])
                 n.plugin.check_input(merged)  # type: ignore[attr-defined]
                 schemas[vid] = merged
         except EngineError as e:
@@ -344,20 +344,30 @@ def _warn_unmatched_tables(n: _Node, inputs: list[Dataset], problems: list[Probl
                                 n.block.location.with_key(key), "warning"))
 
 
-def _check_truncates(n: _Node, inputs: list[Dataset]) -> None:
-    """TRUNCATE control rows reach only transforms and sinks that declare they handle them."""
+def _check_marks(n: _Node, inputs: list[Dataset]) -> None:
+    """TRUNCATE control rows reach only transforms and sinks that declare they handle them; changes that hold
+    only by key (``TableSchema.by_key``) reach only sinks that upsert by key, through no transform."""
     table = next((t for d in inputs for t in d.tables if t.truncates), None)
+    if table is not None:
+        if n.block.section == "transform" and not type(n.plugin).passes_truncates:
+            hint = ("let the source's sink read it directly (no transform on the way), or set the source's "
+                    "truncate_events = reject or ignore")
+            raise SchemaError("SCHEMA.TRUNCATES", {"table": table.table_id, "kind": "transform", "verb": "pass on",
+                                                   "hint": hint})
+        if n.block.section == "sink" and not n.plugin.applies_truncates():  # type: ignore[union-attr]
+            hint = ("write it with a sink that applies them (Delta with save_mode = upsert and no sequence_column), "
+                    "or set the source's truncate_events = reject or ignore")
+            raise SchemaError("SCHEMA.TRUNCATES", {"table": table.table_id, "kind": "sink", "verb": "apply",
+                                                   "hint": hint})
+    table = next((t for d in inputs for t in d.tables if t.by_key), None)
     if table is None:
         return
-    if n.block.section == "transform" and not type(n.plugin).passes_truncates:
-        hint = ("let the source's sink read it directly (no transform on the way), or set the source's "
-                "truncate_events = reject or ignore")
-        raise SchemaError("SCHEMA.TRUNCATES", {"table": table.table_id, "kind": "transform", "verb": "pass on",
-                                               "hint": hint})
-    if n.block.section == "sink" and not n.plugin.applies_truncates():  # type: ignore[union-attr]
-        hint = ("write it with a sink that applies them (Delta with save_mode = upsert and no sequence_column), "
-                "or set the source's truncate_events = reject or ignore")
-        raise SchemaError("SCHEMA.TRUNCATES", {"table": table.table_id, "kind": "sink", "verb": "apply", "hint": hint})
+    where = "transform" if n.block.section == "transform" else "sink"
+    if where == "transform" or not n.plugin.applies_by_key():  # type: ignore[union-attr]
+        raise SchemaError("SCHEMA.BY_KEY", {"table": table.table_id, "kind": where, "hint": (
+            "write it with a sink that upserts by key (Delta with save_mode = upsert, stored_as_scd_type = 1), read "
+            "directly from the source" if where == "transform" else
+            "write it with Delta's save_mode = upsert (stored_as_scd_type = 1)")})
 
 
 def _key_of(e: EngineError) -> str | None:

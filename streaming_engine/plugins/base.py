@@ -560,6 +560,11 @@ class Sink(Plugin):
         of tables marked ``truncates``; the planner refuses them elsewhere."""
         return False
 
+    def applies_by_key(self) -> bool:
+        """True when :meth:`write` applies changes by key with PARTIAL kinds (schema.PARTIAL: columns kept from
+        the target's row) of tables marked ``by_key``; the planner refuses them elsewhere."""
+        return False
+
     def targets(self, dataset: Dataset) -> list[str]:
         """Where each table goes, for the physical plan (paths, table names)."""
         return []

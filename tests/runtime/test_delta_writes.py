@@ -733,6 +733,44 @@ def test_a_truncate_clears_older_rows_keeps_later_changes_and_replays_once(spark
         assert table() == {2: "b2", 4: "d2", 5: "late"}
 
 
+@pytest.mark.parametrize("sequence", [None, "_lsn"])
+def test_a_partial_upsert_keeps_the_tables_values_of_its_unchanged_columns_and_an_insert_of_one_fails(
+        spark, tmp_path, sequence):
+    """delta_txn.upsert with ``by_key`` (what Postgres-CDC under REPLICA IDENTITY DEFAULT emits): a PARTIAL
+    kind (``+U~2``) keeps the table's value of the column at that position and sets the others; a delete
+    carrying its key alone deletes; an insert leaving a column unchanged (no row of its key to keep it
+    from) fails the MERGE naming the table, the column and the key, and commits nothing."""
+    from streaming_engine.checkpoint import delta_txn
+    from streaming_engine.runtime import rows
+    from streaming_engine.schema import partial_kind
+
+    path = str(tmp_path / "t")
+
+    def epoch(n: int, changes: list[tuple]) -> None:
+        df = spark.createDataFrame([("db.t", k, s, i, v, d) for k, i, v, d, s in changes],
+                                   f"{rows.TABLE} string, {rows.KIND} string, {rows.SEQ} bigint, id int, v int, "
+                                   "doc string")
+        columns = ["id", "v", "doc"]
+        if sequence:
+            df, columns = df.withColumn(sequence, df[rows.SEQ]), [*columns, sequence]
+        delta_txn.upsert(spark, df, path, ["id"], columns, "app", n, sequence, tombstones=sequence is not None,
+                         by_key=True)
+
+    def table() -> dict:
+        return {r.id: (r.v, r.doc) for r in spark.read.format("delta").load(path).collect()}
+
+    epoch(0, [("+I", 1, 1, "one", 10), ("+I", 2, 2, "two", 11), ("+I", 3, 3, "three", 12)])
+    epoch(1, [(partial_kind("+U", [2]), 1, 10, None, 20), ("-D", 2, None, None, 21),
+              (partial_kind("+U", [1, 2]), 3, None, None, 22)])
+    assert table() == {1: (10, "one"), 3: (3, "three")}
+    versions = len(spark.sql(f"DESCRIBE HISTORY delta.`{path}`").collect())
+    with pytest.raises(Exception) as e:
+        epoch(2, [("+U", 1, 11, "uno", 30), (partial_kind("+I", [2]), 7, 7, None, 31)])
+    assert "column doc unchanged" in str(e.value) and '{"id":7}' in str(e.value), str(e.value)[:2000]
+    assert table() == {1: (10, "one"), 3: (3, "three")}  # nothing of the failed epoch
+    assert len(spark.sql(f"DESCRIBE HISTORY delta.`{path}`").collect()) == versions
+
+
 # -- 9: SCD type 2: every version of a row, with validity from the sequence --------------
 
 SCD2 = """
