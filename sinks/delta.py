@@ -546,16 +546,14 @@ class Delta(Sink):
                 schema = StructType([*schema.fields, StructField(o.source_order_column, LongType())])
                 at = (*at, seq_at)
             keys = self.key_for(t)
-            reason = delta_merge.key_refusal(ctx.spark, schema, keys) or (
-                "its changes may leave columns unchanged (REPLICA IDENTITY DEFAULT): Delta's MERGE keeps them"
-                if t.by_key else None)
+            reason = delta_merge.key_refusal(ctx.spark, schema, keys)
             if reason is not None:
                 log.info("Delta table merged on its own", extra={"table": t.table_id, "reason": reason})
                 continue
             slices.append(delta_merge.MergeSlice(
                 t.table_id, self.target_for(t), ctx.txn_app_id(t.table_id), at, schema, keys,
                 o.sequence_column or o.source_order_column, _duration_ms(o.tombstone_retention),
-                source_order=o.source_order_column is not None,
+                source_order=o.source_order_column is not None, partial=t.by_key,
             ))
         if not slices:
             return {}

@@ -24,6 +24,10 @@ tombstone table), for every table of a multi-table batch at once
    MERGE with its conflict retries (the caller's fallback), and its files
    written here stay uncommitted (invisible; VACUUM removes them).
 
+A PARTIAL kind (``partial``: REPLICA IDENTITY DEFAULT's unchanged TOASTed
+values) keeps the rewritten row's values of its columns; inserted, it fails
+the job naming the key, as ``delta_txn.upsert``'s MERGE does.
+
 Same results as ``delta_txn.upsert`` on every table it takes; tables it does
 not take are returned with the reason and MERGEd one by one: SCD type 2, partitioned tables, tables with
 deletion vectors on (Delta's MERGE then marks rows deleted), CHECK constraints, properties outside
@@ -62,6 +66,7 @@ class MergeSlice:
     sequence: str | None  # the target column ordering versions of a key (tombstones are kept with one)
     retention_ms: int  # how long a tombstone is kept
     source_order: bool = False  # the sequence is the source's order (__seq): truncates clear only older rows
+    partial: bool = False  # kinds may be PARTIAL (schema.partial_kind): those columns keep the table's values
 
 
 @dataclass(frozen=True)
@@ -185,7 +190,7 @@ def merge_tables(
             "key": [t.schema.names.index(k) for k in t.keys],
             "seq": t.schema.names.index(t.sequence) if t.sequence else -1,
             "tomb": -1, "tombWrite": False, "retention": t.retention_ms,
-            "sourceOrder": t.source_order, "mark": -1,
+            "sourceOrder": t.source_order, "mark": -1, "partial": t.partial, "location": t.location,
         }
         txns.append(txn)
         files.append(tfiles)

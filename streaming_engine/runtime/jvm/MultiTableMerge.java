@@ -249,6 +249,10 @@ public final class MultiTableMerge {
         final long retentionMs;
         final boolean sourceOrder;  // a truncate clears the rows older than its source position (else every row)
         final long mark;  // the newest truncate an earlier epoch recorded (source order; -1: none)
+        final boolean partial;  // kinds may be PARTIAL ("+U~3,5"): those columns keep the table's values
+        final DataType[] types;  // the target's column types
+        final String[] names;  // the target's column names
+        final String location;  // the table's location (for messages)
 
         TableSpec(JsonNode t, StructType[] schemas) {
             id = t.get("id").asText();
@@ -273,6 +277,14 @@ public final class MultiTableMerge {
             retentionMs = t.get("retention").asLong();
             sourceOrder = t.path("sourceOrder").asBoolean(false);
             mark = t.path("mark").asLong(-1);
+            partial = t.path("partial").asBoolean(false);
+            location = t.path("location").asText(id);
+            types = new DataType[schema.fields().length];
+            names = new String[schema.fields().length];
+            for (int j = 0; j < types.length; j++) {
+                types[j] = schema.fields()[j].dataType();
+                names[j] = schema.fields()[j].name();
+            }
         }
 
         private static int[] ints(JsonNode a) {
@@ -552,6 +564,48 @@ public final class MultiTableMerge {
         }
 
         /** A tombstone row: the change's key, its sequence, now. */
+        /** The positions a PARTIAL kind ("+U~3,5") leaves unchanged; null for any other kind. */
+        private int[] unchanged(InternalRow change) {
+            String kind = change.getUTF8String(kindOrdinal).toString();
+            int at = kind.indexOf('~');
+            if (at < 0) {
+                return null;
+            }
+            String[] parts = kind.substring(at + 1).split(",");
+            int[] out = new int[parts.length];
+            for (int j = 0; j < parts.length; j++) {
+                out[j] = Integer.parseInt(parts[j]);
+            }
+            return out;
+        }
+
+        /** The change's row with the columns at ``kept`` as the table's row has them. */
+        private static InternalRow updatedKeeping(TableSpec t, InternalRow change, InternalRow target, int[] kept) {
+            Object[] values = new Object[t.ordinals.length];
+            for (int j = 0; j < values.length; j++) {
+                values[j] = value(change, t.ordinals[j], t.types[j]);
+            }
+            for (int j : kept) {
+                values[j] = value(target, j, t.types[j]);
+            }
+            return new GenericInternalRow(values);
+        }
+
+        /** As delta_txn._partial_values says it: an insert that leaves a column unchanged has no value for it. */
+        private static String noRowToKeep(TableSpec t, InternalRow change, int[] kept) {
+            StringBuilder key = new StringBuilder("{");
+            for (int j = 0; j < t.key.length; j++) {
+                Object v = value(change, t.ordinals[t.key[j]], t.keyTypes[j]);
+                key.append(j == 0 ? "" : ",").append('"').append(t.keyNames[j]).append("\":").append(
+                    v instanceof UTF8String ? "\"" + v + "\"" : String.valueOf(v));
+            }
+            return t.location + ": an upsert leaves column " + t.names[kept[0]] + " unchanged (a TOASTed value "
+                + "PostgreSQL did not send under REPLICA IDENTITY DEFAULT) and the table has no row of its key to keep "
+                + "the value from (an UPDATE that changed the primary key, or a row missing from the table); set "
+                + "REPLICA IDENTITY FULL on the source table and read it again into a new table (a new checkpoint) "
+                + "- key " + key.append('}');
+        }
+
         private InternalRow tombstone(TableSpec t, InternalRow change) {
             Object[] values = new Object[t.key.length + 2];
             for (int j = 0; j < t.key.length; j++) {
@@ -614,14 +668,23 @@ public final class MultiTableMerge {
                     } else if (isDelete(s.row)) {
                         deleted++;
                     } else {
-                        view.project(s.row);
-                        w.file.write(view);
+                        int[] kept = t.partial ? unchanged(s.row) : null;
+                        if (kept != null) {
+                            w.file.write(updatedKeeping(t, s.row, row, kept));
+                        } else {
+                            view.project(s.row);
+                            w.file.write(view);
+                        }
                         updated++;
                     }
                 }
             }
             for (Change s : changes.values()) {
                 if (!s.matched && !isDelete(s.row)) {
+                    int[] kept = t.partial ? unchanged(s.row) : null;
+                    if (kept != null) {
+                        throw new IllegalStateException(noRowToKeep(t, s.row, kept));
+                    }
                     if (w == null) {
                         w = open(m);
                         written.add(w);
