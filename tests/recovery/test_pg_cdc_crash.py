@@ -77,6 +77,11 @@ TARGETED = [("sink_table_committed", 1, UPSERT), ("after_ledger", 2, None), ("ep
             ("sink_files_written", 4, LOG), ("before_ledger", 5, None), ("ledger_files_written", 6, None),
             ("after_sink", 8, UPSERT), ("sink_table_committed", 9, LOG), ("after_ledger", 11, None)]
 RANDOM_KILLS = max(1, int(os.environ.get("STREAMING_ENGINE_SOAK", "0") or 0))
+# replica.identity = DEFAULT (tables under PostgreSQL's default identity: upsert targets only, no change log):
+# six tables, kills in the snapshot (its chunks give rows newer than their epoch) and in the stream
+DEFAULT_TABLES = TABLES[:6]
+DEFAULT_TARGETED = [("sink_table_committed", 1, UPSERT), ("after_ledger", 2, None), ("sink_files_written", 4, UPSERT),
+                    ("before_ledger", 7, None), ("after_ledger", 9, None)]
 
 
 def _doc(rng: random.Random) -> str:
@@ -87,8 +92,9 @@ def _doc(rng: random.Random) -> str:
 class Writer(threading.Thread):
     """Random inserts, updates, deletes and key changes until stopped; every change a new ``n``."""
 
-    def __init__(self, dsn: str, seed: int = 5):
+    def __init__(self, dsn: str, seed: int = 5, tables: tuple[str, ...] = TABLES, key_change_sets_doc: bool = False):
         super().__init__(daemon=True)
+        self.tables, self.key_change_sets_doc = tables, key_change_sets_doc
         self.conn = psycopg2.connect(dsn)
         self.conn.autocommit = True
         self.rng, self.n, self.next_id = random.Random(seed), ROWS, ROWS
@@ -105,7 +111,7 @@ class Writer(threading.Thread):
 
     def change(self, cur) -> None:
         before = self._lsn(cur)  # the change commits after this position
-        t = self.rng.choice(TABLES)
+        t = self.rng.choice(self.tables)
         self.n += 1
         if self.n == self.alter_at:
             cur.execute("ALTER TABLE app.t0 ADD COLUMN extra text")
@@ -133,8 +139,13 @@ class Writer(threading.Thread):
         else:
             key = self.rng.choice(ids)
             self.next_id += 1
+            if self.key_change_sets_doc:  # REPLICA IDENTITY DEFAULT: the TOASTed doc in the key change's transaction
+                cur.execute("BEGIN")
+                cur.execute(f"UPDATE app.{t} SET doc = %s WHERE id = %s", (_doc(self.rng), key))
             cur.execute(f"UPDATE app.{t} SET id = %s WHERE id = %s RETURNING n", (self.next_id, key))
             n = cur.fetchone()[0]
+            if self.key_change_sets_doc:
+                cur.execute("COMMIT")
             self.log += [(t, key, n, "-D"), (t, self.next_id, n, "+I")]  # a key change: the old key goes
         self.at += [before] * (len(self.log) - len(self.at))
 
@@ -191,9 +202,9 @@ def _check_slot(pg, work: Path, when: str) -> None:
         assert int(row[0][0]) <= end, f"{when}: the slot confirmed {row[0][0]}, the last committed epoch ends at {end}"
 
 
-def _check_no_epoch_twice(work: Path, when: str) -> None:
+def _check_no_epoch_twice(work: Path, when: str, tables: tuple[str, ...] = TABLES) -> None:
     for kind in ("state", "log"):
-        for t in TABLES:
+        for t in tables:
             target = work / kind / t
             if (target / "_delta_log").is_dir():
                 for app, versions in _txn_versions(target).items():
@@ -210,26 +221,39 @@ def _kill_at_random(run: "Run", rng: random.Random) -> bool:
 
 
 @pytest.mark.timeout(3600 + 60 * RANDOM_KILLS)  # 1,504 s on a 2.5x slower machine (2026-12-01)
-def test_sigkill_while_reading_the_slot_loses_and_repeats_nothing(request, tmp_path, postgres_db):
+@pytest.mark.parametrize("identity", ["FULL", "DEFAULT"])
+def test_sigkill_while_reading_the_slot_loses_and_repeats_nothing(request, tmp_path, postgres_db, identity):
+    """FULL: the twenty tables, an upsert target and a change log each. DEFAULT (replica.identity = DEFAULT):
+    six tables under PostgreSQL's default identity, upsert targets only (a delete carries its key alone, an
+    unchanged TOASTed doc is kept from the target; a key change sets doc in its transaction, else its value
+    would be nowhere), fewer kills: the targets must equal the tables all the same."""
+    full = identity == "FULL"
+    tables, targeted = (TABLES, TARGETED) if full else (DEFAULT_TABLES, DEFAULT_TARGETED)
     pg = postgres_db
     pg.execute("CREATE SCHEMA app")
-    for t in TABLES:
+    for t in tables:
         pg.execute(f"CREATE TABLE app.{t} (id int PRIMARY KEY, v text, n bigint, doc text); "
-                   f"ALTER TABLE app.{t} REPLICA IDENTITY FULL; ALTER TABLE app.{t} ALTER COLUMN doc SET STORAGE EXTERNAL")
+                   f"{f'ALTER TABLE app.{t} REPLICA IDENTITY FULL; ' if full else ''}"
+                   f"ALTER TABLE app.{t} ALTER COLUMN doc SET STORAGE EXTERNAL")
         pg.execute(f"INSERT INTO app.{t} SELECT i, 'old', i, (SELECT string_agg(md5(i::text || '-' || g), '') "
                    f"FROM generate_series(1, {DOC_CHARS // 32}) g) FROM generate_series(1, {ROWS}) i")
     # the doc values are out of line: an UPDATE that leaves them is sent without them
     assert all(pg.execute(f"SELECT pg_relation_size(reltoastrelid) > 0 FROM pg_class WHERE oid = 'app.{t}'::regclass")[0][0]
-               for t in TABLES)
-    names = ", ".join(f'"postgres.app.{t}"' for t in TABLES)
-    (tmp_path / "job.conf").write_text(
-        JOB.replace("@PG@", f"{pg.host}:{pg.port}").replace("@TABLES@", names).replace("@JVM@", C1_ONLY_OPTS))
+               for t in tables)
+    names = ", ".join(f'"postgres.app.{t}"' for t in tables)
+    text = JOB.replace("@PG@", f"{pg.host}:{pg.port}").replace("@TABLES@", names).replace("@JVM@", C1_ONLY_OPTS)
+    if not full:
+        text = text.replace("slot.name = pg_crash,", "slot.name = pg_crash, replica.identity = DEFAULT,")
+        text = text[:text.index("transform {")] + text[text.index("sink {"):]
+        text = text.replace('  Delta { plugin_input = logged, path = "${work}/log/${table_name}" }\n', "")
+        assert "logged" not in text and "replica.identity = DEFAULT" in text, text
+    (tmp_path / "job.conf").write_text(text)
     from streaming_engine.job import compile_text
 
     job = compile_text((tmp_path / "job.conf").read_text(), variables={"work": str(tmp_path)})
     sinks = [v.uid for v in job.dag.vertices if v.kind == "sink"]
 
-    writer = Writer(pg.dsn)
+    writer = Writer(pg.dsn, tables=tables, key_change_sets_doc=not full)
     rng = random.Random(int(os.environ.get("STREAMING_ENGINE_SOAK_SEED", "3")))
     started = False
     kills: list[str] = []
@@ -240,11 +264,11 @@ def test_sigkill_while_reading_the_slot_loses_and_repeats_nothing(request, tmp_p
         print(f"kill {len(kills)}: {what} after {time.monotonic() - run.started:.0f} s ({where}; pipeline started at "
               f"{run.first.get('PipelineStarted', -1):.0f} s, epochs of {[round(s, 1) for s in run.epoch_seconds]} s)",
               flush=True)
-        _check_no_epoch_twice(tmp_path, f"after the kill at {what}")
+        _check_no_epoch_twice(tmp_path, f"after the kill at {what}", tables)
         _check_slot(pg, tmp_path, f"after the kill at {what}")
 
     try:
-        for point, epoch, sink in TARGETED:
+        for point, epoch, sink in targeted:
             run = Run(tmp_path, f"{point}@{epoch}" + (f":{sinks[sink]}" if sink is not None else ""))
             if not started:  # the writer starts with the job's slot (the snapshot runs while it writes)
                 deadline = time.monotonic() + 300
@@ -277,13 +301,13 @@ def test_sigkill_while_reading_the_slot_loses_and_repeats_nothing(request, tmp_p
         assert rc == 0, f"the last run ended with {rc}:\n{run.output()}"
     finally:
         writer.halt.set()
-    _check_no_epoch_twice(tmp_path, "at the end")
+    _check_no_epoch_twice(tmp_path, "at the end", tables)
     print("kills: " + "; ".join(kills), flush=True)
 
     spark = request.getfixturevalue("spark")
     assert writer.n > writer.alter_at, "the writer stopped before it added the column"
-    columns = {t: "id, v, n, doc, extra" if t == "t0" else "id, v, n, doc" for t in TABLES}
-    for t in TABLES:
+    columns = {t: "id, v, n, doc, extra" if t == "t0" else "id, v, n, doc" for t in tables}
+    for t in tables:
         got = sorted(tuple(r) for r in spark.read.format("delta").load(str(tmp_path / "state" / t))
                      .select(*columns[t].split(", ")).collect())
         want = sorted(pg.execute(f"SELECT {columns[t]} FROM app.{t}"))
@@ -292,9 +316,13 @@ def test_sigkill_while_reading_the_slot_loses_and_repeats_nothing(request, tmp_p
             raise AssertionError(f"{t}: {len(diff)} rows differ, e.g. {[(r[:3], r[3] is None) for r in diff[:4]]}")
     assert sum(1 for r in pg.execute("SELECT extra FROM app.t0") if r[0] is not None) > 5
     updated = Counter(t for t, _, _, kind in writer.log if kind == "+U")
-    assert all(updated[t] > 0 for t in TABLES), updated  # every table had UPDATEs leaving its TOASTed doc
+    assert all(updated[t] > 0 for t in tables), updated  # every table had UPDATEs leaving its TOASTed doc
+    if not full:  # (no change log: a DEFAULT table reaches upsert sinks only)
+        assert len(writer.log) > 100 and len(kills) >= len(targeted) + 1
+        request.node.user_properties.append(("ran", f"{len(writer.log)} changes, {len(kills)} kills"))
+        return
     snapshot_end = _snapshot_end(tmp_path)
-    for t in TABLES:
+    for t in tables:
         rows = spark.read.format("delta").load(str(tmp_path / "log" / t)).select("row_kind", *columns[t].split(", ")).collect()
         assert_telescopes(rows, pg.execute(f"SELECT {columns[t]} FROM app.{t}"), t)
         # every change after the snapshot's end: logged exactly once
@@ -302,5 +330,5 @@ def test_sigkill_while_reading_the_slot_loses_and_repeats_nothing(request, tmp_p
         late = Counter((i, n, k) for (tt, i, n, k), at in zip(writer.log, writer.at) if tt == t and at >= snapshot_end)
         assert late and all(logged[k] == c for k, c in late.items()), (
             t, sorted((k, c, logged[k]) for k, c in late.items() if logged[k] != c)[:8])
-    assert len(writer.log) > 100 and len(kills) >= len(TARGETED) + 1
+    assert len(writer.log) > 100 and len(kills) >= len(targeted) + 1
     request.node.user_properties.append(("ran", f"{len(writer.log)} changes, {len(kills)} kills"))

@@ -84,20 +84,22 @@ def _write(cur, rng: random.Random, step: int) -> None:
     cur.execute("DELETE FROM def.docs WHERE id = %s", (rng.randint(1, ROWS + 300),))
     cur.execute("INSERT INTO def.docs VALUES (%s, %s, 0, %s) ON CONFLICT (id) DO NOTHING",
                 (rng.randint(1, ROWS + 300), f"i{step}", _doc(step) if step % 2 else "small"))
-    with cur.connection:  # the document set, then left alone by the next UPDATE of the same transaction
-        x = rng.randint(1, ROWS)
-        cur.execute("UPDATE def.docs SET doc = %s WHERE id = %s", (_doc(step), x))
-        cur.execute("UPDATE def.docs SET n = n + 10 WHERE id = %s", (x,))
+    x = rng.randint(1, ROWS)  # the document set, then left alone by the next UPDATE of the same transaction
+    cur.execute("BEGIN")  # (the connection is in autocommit)
+    cur.execute("UPDATE def.docs SET doc = %s WHERE id = %s", (_doc(step), x))
+    cur.execute("UPDATE def.docs SET n = n + 10 WHERE id = %s", (x,))
+    cur.execute("COMMIT")
     if step % 5 == 0:  # a key change of a row whose document is small (sent whole)
         to = rng.randint(1, ROWS + 300)
         cur.execute("UPDATE def.docs SET id = %s WHERE id = %s AND length(doc) < 100 "
                     "AND NOT EXISTS (SELECT 1 FROM def.docs WHERE id = %s)", (to, rng.randint(1, ROWS), to))
     if step % 7 == 0:  # a TOASTed row's key changed in the transaction that set its document
         to = 100_000 + step
-        with cur.connection:
-            x = rng.randint(1, ROWS)
-            cur.execute("UPDATE def.docs SET doc = %s WHERE id = %s", (_doc(-step & 0xFFFF), x))
-            cur.execute("UPDATE def.docs SET id = %s WHERE id = %s", (to, x))
+        x = rng.randint(1, ROWS)
+        cur.execute("BEGIN")
+        cur.execute("UPDATE def.docs SET doc = %s WHERE id = %s", (_doc(-step & 0xFFFF), x))
+        cur.execute("UPDATE def.docs SET id = %s WHERE id = %s", (to, x))
+        cur.execute("COMMIT")
     cur.execute("UPDATE def.small SET v = v + 1 WHERE id = %s", (rng.randint(1, 550),))
     if step % 3 == 0:
         cur.execute("DELETE FROM def.small WHERE id = %s", (rng.randint(1, 550),))
