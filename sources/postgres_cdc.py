@@ -66,6 +66,7 @@ parameters are dropped, libpq's such as ``sslmode`` are passed on).
 
 from __future__ import annotations
 
+import os
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
@@ -78,6 +79,9 @@ from streaming_engine.schema import Dataset, TableSchema
 
 _EXACT_CHUNKS = ("Accepted: chunks are cut at every snapshot.split.size-th key (an index scan), so neither a "
                  "distribution factor nor sampling is needed.")
+# replica.identity = DEFAULT: bytes of an epoch's TOASTable values a reader task keeps in memory before it
+# spills them to a temporary SQLite file (sources/_pg/reader._Latest); tests set it small
+SPILL_ENV = "STREAMING_ENGINE_PG_SPILL_BYTES"
 NO_DEBEZIUM = "this engine reads the slot itself (pgoutput); there is no Debezium engine to pass properties to"
 
 
@@ -368,7 +372,8 @@ class PostgresCdc(Source):
         spec = Spec(replace(conn, password=None), o.slot, o.slot, ctx.dataset.tables, o.server_time_zone,
                     o.truncate_events, snapshot=o.startup_mode == "initial", split_size=o.snapshot_split_size,
                     chunks_per_epoch=o.snapshot_chunks_per_epoch, schema_changes=o.schema_changes(),
-                    planned_at=self.__dict__.get("_planned_at", 0), type_oids=self.__dict__.get("_type_oids", {}))
+                    planned_at=self.__dict__.get("_planned_at", 0), type_oids=self.__dict__.get("_type_oids", {}),
+                    spill_bytes=int(os.environ.get(SPILL_ENV) or 64 << 20))
         return read_stream(spec, conn.password, ctx)
 
 

@@ -62,6 +62,8 @@ class Spec:
     schema_changes: dict = field(default_factory=dict)  # table id -> schema.change.behavior (lenient when absent)
     planned_at: int = 0  # the WAL position when the tables' columns were read (changes before it: older columns)
     type_oids: dict = field(default_factory=dict)  # table id -> {column: pg_type oid} when planned
+    # by_key tables: text of the epoch's latest TOASTable values held in memory before they spill to disk (_Latest)
+    spill_bytes: int = 64 << 20
 
     @property
     def dataset(self) -> Dataset:
@@ -114,7 +116,7 @@ class _Rows:
         self.aliases = {t.table_id: {was: c.name for c in t.columns for was in c.former} for t in spec.tables}
         self.relations: dict[int, Relation] = {}
         self._checked: dict[int, Relation] = {}  # relation oid -> the Relation message whose columns were checked
-        self._seen: dict[str, dict[tuple, dict]] = {}  # by_key tables: key -> its TOASTable values (_remember)
+        self._seen = _Latest(spec.spill_bytes)  # by_key tables: (table, key) -> its TOASTable values (_remember)
         self._toastable: dict[str, tuple[str, ...]] = {}
         self.progress = Progress(self.tables, progress)
         self._arrow: Any = None
@@ -210,6 +212,9 @@ class _Rows:
         elif read(tid, old):
             yield self._row(table, envelope.DELETE, lsn, old)
 
+    def close(self) -> None:
+        self._seen.close()
+
     def _key(self, table: TableSchema, values: dict) -> tuple:
         return tuple(values.get(k) for k in table.primary_key)
 
@@ -217,23 +222,25 @@ class _Rows:
         """REPLICA IDENTITY DEFAULT: ``new``'s unchanged TOASTed values from the key's earlier change in this
         epoch (the old key's, when the UPDATE changed it); those still unknown stay UNCHANGED_TOAST (the sink
         keeps its table's value)."""
-        known = self._seen.get(table.table_id, {}).get(self._key(table, old if old is not None else new))
+        known = self._seen.get((table.table_id, self._key(table, old if old is not None else new)))
         if not known:
             return new
         return {k: (known.get(k, v) if v is UNCHANGED_TOAST else v) for k, v in new.items()}
 
     def _remember(self, table: TableSchema, kind: str, old: dict | None, new: dict | None) -> None:
         """The latest values of a by_key table's TOASTable columns per key, for its later changes in the epoch
-        (held until the epoch's partition ends: its changed rows' text, not more)."""
-        seen = self._seen.setdefault(table.table_id, {})
+        (held until the epoch's partition ends, beyond ``Spec.spill_bytes`` on the task's disk)."""
         toastable = self._toastable.get(table.table_id)
         if toastable is None:
             toastable = self._toastable[table.table_id] = tuple(
                 c.name for c in table.columns if c.name not in table.primary_key and _toastable(c.type))
+        if not toastable:
+            return
         if old is not None:
-            seen.pop(self._key(table, old), None)
-        if kind != "D" and new is not None and toastable:
-            seen[self._key(table, new)] = {c: new[c] for c in toastable if c in new and new[c] is not UNCHANGED_TOAST}
+            self._seen.pop((table.table_id, self._key(table, old)))
+        if kind != "D" and new is not None:
+            self._seen.put((table.table_id, self._key(table, new)),
+                           {c: new[c] for c in toastable if c in new and new[c] is not UNCHANGED_TOAST})
 
     def _check_columns(self, table: TableSchema, relation: Relation, lsn: int) -> None:
         """A table's columns as the slot describes them now against those the pipeline was planned for
@@ -315,6 +322,64 @@ class _Rows:
                     f"table {table.table_id} was truncated at LSN {lsn_text(lsn)}; set truncate_events = apply (the sink "
                     "clears the table) or ignore in the Postgres-CDC source")})
             yield (table.table_id, envelope.TRUNCATE, lsn, *([None] * self.width))
+
+
+class _Latest:
+    """(table, key) -> the latest TOASTable values an epoch's changes gave the key, for its later changes in
+    the epoch: in memory up to ``limit`` bytes of text, then in a SQLite file in the task's temporary
+    directory (an epoch after a long stop holds the whole backlog), removed when the epoch's partition ends."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.bytes = limit, 0
+        self._mem: dict[tuple, dict] = {}
+        self._db: Any = None
+
+    @staticmethod
+    def _size(values: dict) -> int:
+        return sum(len(v) for v in values.values() if isinstance(v, str)) + 64
+
+    def get(self, key: tuple) -> dict | None:
+        if self._db is None:
+            return self._mem.get(key)
+        row = self._db.execute("SELECT v FROM latest WHERE k = ?", (pickle.dumps(key),)).fetchone()
+        return pickle.loads(row[0]) if row else None
+
+    def pop(self, key: tuple) -> None:
+        if self._db is None:
+            gone = self._mem.pop(key, None)
+            self.bytes -= self._size(gone) if gone is not None else 0
+        else:
+            self._db.execute("DELETE FROM latest WHERE k = ?", (pickle.dumps(key),))
+
+    def put(self, key: tuple, values: dict) -> None:
+        if self._db is not None:
+            self._db.execute("INSERT OR REPLACE INTO latest VALUES (?, ?)", (pickle.dumps(key), pickle.dumps(values)))
+            return
+        self.pop(key)
+        self._mem[key] = values
+        self.bytes += self._size(values)
+        if self.bytes > self.limit:
+            self._spill()
+
+    def _spill(self) -> None:
+        import sqlite3
+
+        # SQLite's temporary database (an empty name): a file in the temporary directory, gone once closed
+        self._db = sqlite3.connect("", isolation_level=None)
+        self._db.execute("CREATE TABLE latest (k BLOB PRIMARY KEY, v BLOB)")
+        self._db.executemany("INSERT INTO latest VALUES (?, ?)",
+                             ((pickle.dumps(k), pickle.dumps(v)) for k, v in self._mem.items()))
+        self._mem.clear()
+
+    @property
+    def spilled(self) -> bool:
+        return self._db is not None
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+        self._mem.clear()
 
 
 def _toastable(engine_type: str) -> bool:
@@ -477,8 +542,8 @@ def _register(spark: Any) -> None:
             if part.upto <= part.after:
                 return
             conn = _open(self.spec, self.password, autocommit=False)
+            shaper = _Rows(self.spec, part.progress)
             try:
-                shaper = _Rows(self.spec, part.progress)
                 for tx in pgslot.peek(conn, self.spec.slot, self.spec.publication, part.after, part.upto,
                                       shaper.relations, named=True):  # server-side: the epoch streams
                     ts = int(tx.commit.commit_time.timestamp() * 1000)  # the time lag's event time
@@ -489,6 +554,7 @@ def _register(spark: Any) -> None:
                 conn.rollback()
             finally:
                 conn.close()
+                shaper.close()
 
         def commit(self, end: dict) -> None:
             """The batch ending at ``end`` committed in every sink: the slot may release its WAL. Spark calls

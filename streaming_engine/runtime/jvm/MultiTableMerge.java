@@ -563,7 +563,6 @@ public final class MultiTableMerge {
             return applied;
         }
 
-        /** A tombstone row: the change's key, its sequence, now. */
         /** The positions a PARTIAL kind ("+U~3,5") leaves unchanged; null for any other kind. */
         private int[] unchanged(InternalRow change) {
             String kind = change.getUTF8String(kindOrdinal).toString();
@@ -606,6 +605,7 @@ public final class MultiTableMerge {
                 + "- key " + key.append('}');
         }
 
+        /** A tombstone row: the change's key, its sequence, now. */
         private InternalRow tombstone(TableSpec t, InternalRow change) {
             Object[] values = new Object[t.key.length + 2];
             for (int j = 0; j < t.key.length; j++) {

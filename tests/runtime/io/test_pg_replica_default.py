@@ -25,7 +25,7 @@ import time
 import pytest
 
 from tests.components.fixtures import postgres_db_module  # noqa: F401
-from tests.runtime.io.pg_helpers import connect as _connect, slot_past
+from tests.runtime.io.pg_helpers import connect as _connect, drop_slot, slot_past, writer
 
 SLOT = "pgdef_test"
 ROWS = 3000
@@ -107,23 +107,7 @@ def _write(cur, rng: random.Random, step: int) -> None:
 
 
 def _writer(pg, stop: threading.Event, seed: int, state: dict) -> threading.Thread:
-    def run() -> None:
-        conn = _connect(pg)
-        cur = conn.cursor()
-        rng = random.Random(seed)
-        step = state.get("step", 0)
-        try:
-            while not stop.is_set():
-                step += 1
-                _write(cur, rng, step)
-                time.sleep(0.01)
-        finally:
-            state["step"] = step
-            conn.close()
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    return t
+    return writer(pg, stop, seed, state, _write)
 
 
 def _snapshot_done(work) -> bool:
@@ -137,8 +121,7 @@ def _snapshot_done(work) -> bool:
 
 
 def _drop(cur, slot: str = SLOT) -> None:
-    cur.execute("SELECT pg_drop_replication_slot(%s) FROM pg_replication_slots WHERE slot_name = %s", (slot, slot))
-    cur.execute(f"DROP PUBLICATION IF EXISTS {slot}")
+    drop_slot(cur, slot)
 
 
 def _assert_equal(spark, cur, work) -> None:
@@ -160,12 +143,15 @@ def _assert_equal(spark, cur, work) -> None:
 def test_a_snapshot_and_the_stream_under_replica_identity_default_equal_postgres_with_toasted_values_kept(
         spark, run_job_text, postgres_db_module, tmp_path, monkeypatch, merge):
     """Both MERGEs keep an unchanged column: the engine's one-job MERGE of the tables of an epoch
-    (delta_merge.py, MultiTableMerge.java) and Delta's own, per table (delta_txn.upsert)."""
+    (delta_merge.py, MultiTableMerge.java) and Delta's own, per table (delta_txn.upsert); the second run
+    also has the reader keep an epoch's TOASTable values on disk beyond 2,000 bytes."""
     from sinks.delta import MERGE_ENV
+    from sources.postgres_cdc import SPILL_ENV
     from tests.merge_paths import merge_paths
 
-    if merge == "delta":
+    if merge == "delta":  # and the reader's values past 2,000 bytes an epoch in its SQLite file (_Latest)
         monkeypatch.setenv(MERGE_ENV, "per_table")
+        monkeypatch.setenv(SPILL_ENV, "2000")
     pg = postgres_db_module
     conn = _connect(pg)
     cur = conn.cursor()

@@ -21,7 +21,7 @@ import time
 import pytest
 
 from tests.components.fixtures import postgres_db_module  # noqa: F401
-from tests.runtime.io.pg_helpers import assert_telescopes, connect as _connect, slot_past as _slot_past
+from tests.runtime.io.pg_helpers import assert_telescopes, connect as _connect, drop_slot as _drop, slot_past as _slot_past
 
 SLOT = "pgevo_test"
 
@@ -53,11 +53,6 @@ sink {{
   Delta {{ plugin_input = kinds, path = "${{work}}/log/${{table_name}}" }}
 }}
 """
-
-
-def _drop(cur, slot: str) -> None:
-    cur.execute("SELECT pg_drop_replication_slot(%s) FROM pg_replication_slots WHERE slot_name = %s", (slot, slot))
-    cur.execute(f"DROP PUBLICATION IF EXISTS {slot}")
 
 
 def _run_until_read(run_job_text, job: str, pg, slot: str):

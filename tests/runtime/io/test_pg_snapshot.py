@@ -32,7 +32,7 @@ import time
 import pytest
 
 from tests.components.fixtures import postgres_db_module  # noqa: F401
-from tests.runtime.io.pg_helpers import assert_telescopes, connect as _connect, slot_past
+from tests.runtime.io.pg_helpers import assert_telescopes, connect as _connect, slot_past, writer
 
 SLOT = "pgsnap_test"
 SOAK = bool(os.environ.get("STREAMING_ENGINE_SOAK"))
@@ -106,23 +106,7 @@ def _write(cur, rng: random.Random, step: int) -> None:
 
 
 def _writer(pg, stop: threading.Event, seed: int, state: dict) -> threading.Thread:
-    def run() -> None:
-        conn = _connect(pg)
-        cur = conn.cursor()
-        rng = random.Random(seed)
-        step = state.get("step", 0)
-        try:
-            while not stop.is_set():
-                step += 1
-                _write(cur, rng, step)
-                time.sleep(0.01)
-        finally:
-            state["step"] = step
-            conn.close()
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    return t
+    return writer(pg, stop, seed, state, _write)
 
 
 def _slot_past(cur, lsn: str) -> bool:
